@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: deps, vet, unit tests, then the integration tests against the local
+# cluster. A cluster that was already running is used and left running; one this script started is stopped
+# on every exit path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. hack/cluster/lib.sh
+T0=$(date +%s)
+step() { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
+
+step "deps"; hack/deps.sh
+step "build"; make --no-print-directory build
+step "vet"; make --no-print-directory vet
+step "unit tests"; go test -count=1 ./... 2>&1 | tee /tmp/devtool-unit.log
+
+# DEVTOOL_TEST_KUBECONFIG points the integration tests at another cluster; otherwise they use the local one.
+if [ -z "${DEVTOOL_TEST_KUBECONFIG:-}" ]; then
+  if ! [ -f "$KUBECONFIG_OUT" ] || ! kubectl --kubeconfig "$KUBECONFIG_OUT" get --raw /readyz >/dev/null 2>&1; then
+    step "cluster up"
+    trap 'step "cluster down"; hack/cluster/down.sh >/dev/null' EXIT
+    hack/cluster/up.sh
+  fi
+  export DEVTOOL_TEST_KUBECONFIG=$KUBECONFIG_OUT
+fi
+step "integration tests"
+go test -tags integration -count=1 -timeout 40m ./... 2>&1 | tee /tmp/devtool-integration.log
+step "done"

@@ -1,0 +1,52 @@
+// Package root assembles the devtool command tree. Every subcommand is registered here and
+// only here; a command is registered once it works.
+package root
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devtool/devtool/internal/buildinfo"
+	"github.com/devtool/devtool/internal/cli/version"
+	"github.com/devtool/devtool/internal/cmdutil"
+)
+
+// LogLevels are the values of --loglevel, lowest first.
+var logLevels = map[string]slog.Level{
+	"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
+}
+
+// NewCmd builds the root command. levelVar is the logger's level, set from --loglevel before any command runs.
+func NewCmd(f *cmdutil.Factory, levelVar *slog.LevelVar) *cobra.Command {
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "devtool <command> [flags]",
+		Short: "Development environments on Kubernetes",
+		Long: `devtool deploys Compose files and devtool.yml manifests to Kubernetes and runs
+development containers with live file sync and port forwarding.`,
+		Version:       buildinfo.Get().Version,
+		SilenceErrors: true, // main prints errors, once
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			lvl, ok := logLevels[strings.ToLower(logLevel)]
+			if !ok {
+				return cmdutil.FlagErrorf("--loglevel must be one of debug, info, warn, error (got %q)", logLevel)
+			}
+			levelVar.Set(lvl)
+			return nil
+		},
+	}
+	cmd.SetOut(f.IOStreams.Out)
+	cmd.SetErr(f.IOStreams.ErrOut)
+	cmd.SetVersionTemplate(fmt.Sprintf("devtool version {{.Version}} (commit %s)\n", buildinfo.Get().Commit))
+	cmd.PersistentFlags().StringVar(&logLevel, "loglevel", "warn", "log level: debug, info, warn or error (logs go to stderr)")
+	_ = cmd.RegisterFlagCompletionFunc("loglevel", cobra.FixedCompletions(
+		[]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cmdutil.FlagError{Err: err} })
+
+	cmd.AddCommand(version.NewCmd(f, nil))
+	return cmd
+}

@@ -1,0 +1,18 @@
+package cmdutil
+
+import (
+	"log/slog"
+
+	"github.com/devtool/devtool/internal/iostreams"
+)
+
+// Factory is built once, in main, and handed to every NewCmd. Commands copy what they need into
+// their Options; run functions never see the factory. Expensive things are lazy providers.
+type Factory struct {
+	IOStreams *iostreams.IOStreams
+	Logger    *slog.Logger
+	// Getenv reads the environment; tests replace it instead of calling os.Setenv.
+	Getenv func(string) string
+	// WorkDir is the directory commands resolve relative paths against (the process's cwd in main).
+	WorkDir string
+}
