@@ -1,0 +1,210 @@
+// Package compose loads Compose files (with devtool's extensions) into a typed model.
+// YAML nodes keep their positions, so every error names file:line:column.
+package compose
+
+import (
+	"fmt"
+	"time"
+)
+
+// This file is the contract between the loader (this package) and translation (internal/translate).
+// Values here are fully resolved: interpolated, defaults applied, paths absolute, notations unified.
+
+// Project is a loaded Compose file.
+type Project struct {
+	// File is the absolute path of the compose file; WorkingDir is its folder (relative paths resolve there).
+	File       string
+	WorkingDir string
+	// Services in file order.
+	Services []*Service
+	// Volumes are the top-level named volumes, in file order.
+	Volumes []*Volume
+	// Endpoints from the top-level endpoints key, in all three notations unified.
+	Endpoints []*Endpoint
+	// Warnings: fields outside the spec (named), and other things that did not stop loading.
+	Warnings []string
+}
+
+// Service looks a service up by name.
+func (p *Project) Service(name string) *Service {
+	for _, s := range p.Services {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Volume looks a top-level volume up by name.
+func (p *Project) Volume(name string) *Volume {
+	for _, v := range p.Volumes {
+		if v.Name == name {
+			return v
+		}
+	}
+	return nil
+}
+
+// Position is where something was written.
+type Position struct {
+	File         string
+	Line, Column int
+}
+
+func (p Position) String() string {
+	if p.Line == 0 {
+		return p.File
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Column)
+}
+
+// Service is one Compose service.
+type Service struct {
+	Name string
+	Pos  Position
+
+	Build *Build // nil when the service has no build section
+	Image string // may be empty when Build is set
+
+	CapAdd, CapDrop []string
+	// Command and Entrypoint are argument lists; a string in the file is split like a shell would
+	// (quotes respected). nil means "not set" (keep the image's).
+	Command, Entrypoint []string
+	WorkingDir          string
+
+	DependsOn []Dependency // in file order
+
+	// Environment is env_file values overridden by environment values. A variable listed in
+	// environment without a value ("NAME" or "NAME:") takes its value from the shell/.env lookup
+	// and is dropped when undefined there, even if env_file set it.
+	Environment map[string]string
+
+	Healthcheck *Healthcheck // nil when absent or disabled (test: NONE / disable: true)
+	Labels      map[string]string
+	Ports       []Port // ranges expanded
+	Scale       int    // default 1
+
+	Resources Resources // from resources or deploy.resources (identical result)
+	Restart   Restart   // from restart or deploy.restart_policy
+
+	StopGracePeriod *time.Duration // nil when unset
+	Volumes         []VolumeMount
+	NodeSelector    map[string]string // x-node-selector
+}
+
+// Build is the build section of a service.
+type Build struct {
+	Context     string            // absolute path
+	Dockerfile  string            // relative to Context (default "Dockerfile"), or absolute if written so
+	Target      string            // stage to build
+	Args        map[string]string // values with $ resolved from the environment
+	ExportCache string
+	CacheFrom   []string
+}
+
+// Dependency is one depends_on entry.
+type Dependency struct {
+	Service   string
+	Condition string // service_started (default), service_healthy, service_completed_successfully
+	Pos       Position
+}
+
+// Depends_on conditions.
+const (
+	ConditionStarted   = "service_started"
+	ConditionHealthy   = "service_healthy"
+	ConditionCompleted = "service_completed_successfully"
+)
+
+// Healthcheck is A2. Exactly one of Exec and HTTP is set.
+type Healthcheck struct {
+	// Exec is the probe command: CMD args as written; CMD-SHELL (and a plain string) as ["sh", "-c", cmd].
+	Exec        []string
+	HTTP        *HTTPCheck
+	Interval    time.Duration // zero: unset
+	Timeout     time.Duration
+	StartPeriod time.Duration
+	Retries     int // zero: unset
+	Readiness   bool // x-devtool-readiness, default true
+	Liveness    bool // x-devtool-liveness, default false
+}
+
+// HTTPCheck is healthcheck.http.
+type HTTPCheck struct {
+	Path string
+	Port int32
+}
+
+// Port is one published or internal container port.
+type Port struct {
+	ContainerPort int32
+	HostPort      int32  // 0 for a bare port (internal only); set for host:container (public unless never-public)
+	Protocol      string // "TCP" (default) or "UDP"
+}
+
+// Resources are requests and limits; empty strings mean unset. Values are Kubernetes quantities
+// ("500m", "0.5", "512Mi"); Compose notations like "512M" are converted by the loader.
+type Resources struct {
+	Requests, Limits ResourceList
+}
+
+// ResourceList is cpu and memory.
+type ResourceList struct {
+	CPU, Memory string
+}
+
+// Restart is the normalised restart policy.
+type Restart struct {
+	Policy      string // RestartAlways, RestartNever or RestartOnFailure
+	MaxAttempts *int   // on-failure only; nil when unset
+}
+
+// Restart policies, normalised from the spec's restart table.
+const (
+	RestartAlways    = "always"     // always, unless-stopped, any (default)
+	RestartNever     = "never"      // none, never, no
+	RestartOnFailure = "on-failure" // on-failure
+)
+
+// VolumeMount is one entry of a service's volumes.
+type VolumeMount struct {
+	Kind     string // VolumeNamed, VolumeAnonymous or VolumeHost
+	Source   string // the volume name (named), "" (anonymous), or the absolute host path (host)
+	Target   string // absolute path in the container
+	ReadOnly bool
+	Pos      Position
+}
+
+// Volume mount kinds.
+const (
+	VolumeNamed     = "named"
+	VolumeAnonymous = "anonymous"
+	VolumeHost      = "host"
+)
+
+// Volume is a top-level volume (A3).
+type Volume struct {
+	Name   string
+	Labels map[string]string
+	Class  string // driver_opts.class; empty: the cluster's default
+	Size   string // driver_opts.size; default "1Gi"
+	Pos    Position
+}
+
+// Endpoint is one public URL with its routes. The list notation gives one Endpoint with an
+// empty Name (its host uses the environment name); the map notation one per key; the object
+// notation one with Labels.
+type Endpoint struct {
+	Name   string
+	Labels map[string]string
+	Rules  []Route
+	Pos    Position
+}
+
+// Route sends a path to a service port.
+type Route struct {
+	Path    string
+	Service string
+	Port    int32
+	Pos     Position
+}
