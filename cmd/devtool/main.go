@@ -15,6 +15,7 @@ import (
 
 	"github.com/devtool/devtool/internal/cli/root"
 	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/iostreams"
 )
 
@@ -34,6 +35,7 @@ func run() int {
 		return cmdutil.ExitError
 	}
 	f := &cmdutil.Factory{IOStreams: ios, Logger: logger, Getenv: os.Getenv, WorkDir: wd}
+	f.Target = (&contexts.Resolver{Getenv: os.Getenv}).Resolve
 
 	cmd := root.NewCmd(f, level)
 	err = cmd.ExecuteContext(ctx)

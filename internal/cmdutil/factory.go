@@ -15,4 +15,6 @@ type Factory struct {
 	Getenv func(string) string
 	// WorkDir is the directory commands resolve relative paths against (the process's cwd in main).
 	WorkDir string
+	// Target resolves where a cluster command runs (see KubeFlags). Built in main.
+	Target func(KubeFlags) (*Target, error)
 }
