@@ -124,7 +124,7 @@ type Healthcheck struct {
 	Interval    time.Duration // zero: unset
 	Timeout     time.Duration
 	StartPeriod time.Duration
-	Retries     int // zero: unset
+	Retries     int  // zero: unset
 	Readiness   bool // x-devtool-readiness, default true
 	Liveness    bool // x-devtool-liveness, default false
 }
