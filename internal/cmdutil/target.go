@@ -24,6 +24,7 @@ type Target struct {
 	Kube          *kube.Client
 	Namespace     string // resolved namespace (also Kube.Namespace)
 	ContextName   string // devtool context name, or the kubeconfig context name
+	KubeContext   string // the kubeconfig context holding the credentials
 	Registry      string // image registry host[:port], "" when none
 	Builder       string // build service address, "docker", or ""
 	ClusterDomain string // public domain for endpoints, "" when unknown

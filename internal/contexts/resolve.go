@@ -1,29 +1,204 @@
-// Package contexts stores devtool contexts (~/.devtool/context/config.json) and resolves where a
-// command runs: flags first, then the current devtool context, then the kubeconfig.
 package contexts
 
 import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/kube"
 )
 
-// Resolver builds the Target of a command from its flags and the environment.
+// Resolver builds the Target of a command from its flags, the devtool context store and the
+// kubeconfig, with one precedence everywhere:
+//
+//  1. the --context and --namespace flags;
+//  2. the current devtool context (its Kubernetes context, namespace, builder, registry, domain);
+//  3. the kubeconfig's current context and that context's namespace ("default" when it has none).
+//
+// Registry, Builder and ClusterDomain come from the devtool context, else from DEVTOOL_REGISTRY,
+// DEVTOOL_BUILDER and DEVTOOL_CLUSTER_DOMAIN. (BUILDKIT_HOST is the build package's business.)
 type Resolver struct {
+	// Getenv reads the environment (DEVTOOL_HOME, KUBECONFIG, DEVTOOL_*); tests pass a map.
 	Getenv func(string) string
+	// Home is the folder holding .devtool; empty means DEVTOOL_HOME, else the user's home.
+	Home string
 }
 
-// Resolve applies the precedence: flag, then current devtool context, then kubeconfig.
-// (The devtool context store is not consulted yet: only flags and the kubeconfig.)
-func (r *Resolver) Resolve(flags cmdutil.KubeFlags) (*cmdutil.Target, error) {
-	c, err := kube.Load(kube.LoadOptions{Context: flags.Context, Namespace: flags.Namespace})
+// Selection is which contexts and namespace a command uses, decided without touching the network.
+type Selection struct {
+	// Context is the devtool context in use; nil when there is none (the kubeconfig decides).
+	Context *Context
+	// KubeContext is the kubeconfig context holding the credentials; "" for a platform context
+	// that has no Kubernetes credentials yet.
+	KubeContext string
+	// Namespace is the resolved namespace.
+	Namespace  string
+	Kubeconfig *Kubeconfig
+}
+
+// Name is the context's name as the user knows it: the devtool context, else the kubeconfig context.
+func (s *Selection) Name() string {
+	if s.Context != nil {
+		return s.Context.Name
+	}
+	return s.KubeContext
+}
+
+func (r *Resolver) getenv(k string) string {
+	if r.Getenv == nil {
+		return ""
+	}
+	return r.Getenv(k)
+}
+
+// Store is the devtool context store the resolver reads.
+func (r *Resolver) Store() (*Store, error) {
+	if r.Home != "" {
+		return NewStore(r.Home), nil
+	}
+	return StoreFromEnv(r.Getenv)
+}
+
+// IsPlatformURL reports whether s names a platform (an http(s) URL) rather than a Kubernetes context.
+func IsPlatformURL(s string) bool {
+	l := strings.ToLower(s)
+	return strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://")
+}
+
+// ErrPlatformUnavailable is returned for everything that needs a platform connection.
+var ErrPlatformUnavailable = fmt.Errorf("platform login is not available in this build of devtool")
+
+// ValidateNamespace checks a namespace name is a valid Kubernetes namespace name.
+func ValidateNamespace(ns string) error {
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("%q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Select applies the precedence without connecting to anything.
+func (r *Resolver) Select(flags cmdutil.KubeFlags) (*Selection, error) {
+	if flags.Namespace != "" {
+		if err := ValidateNamespace(flags.Namespace); err != nil {
+			return nil, cmdutil.FlagErrorf("--namespace: %v", err)
+		}
+	}
+	store, err := r.Store()
 	if err != nil {
 		return nil, err
 	}
-	return &cmdutil.Target{
-		Kube:          c,
-		Namespace:     c.Namespace,
-		ContextName:   c.Context,
-		Registry:      r.Getenv("DEVTOOL_REGISTRY"),
-		ClusterDomain: r.Getenv("DEVTOOL_CLUSTER_DOMAIN"),
-	}, nil
+	cfg, err := store.Load()
+	if err != nil {
+		return nil, err
+	}
+	kc, err := LoadKubeconfig(r.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	sel := &Selection{Kubeconfig: kc}
+	switch {
+	case flags.Context != "":
+		sel.Context = cfg.Contexts[flags.Context]
+		if sel.Context == nil {
+			if IsPlatformURL(flags.Context) {
+				return nil, cmdutil.WithHint(fmt.Errorf("--context %s: no such devtool context; %w", flags.Context, ErrPlatformUnavailable),
+					"use a Kubernetes context name from your kubeconfig")
+			}
+			if !kc.HasContext(flags.Context) {
+				return nil, cmdutil.WithHint(
+					fmt.Errorf("--context %q is neither a devtool context nor a Kubernetes context: %w", flags.Context, kc.missingContextError(flags.Context)),
+					"'devtool context list' shows the devtool contexts")
+			}
+			sel.KubeContext = flags.Context
+		}
+	case cfg.CurrentContext != "":
+		sel.Context = cfg.Current()
+		if sel.Context == nil {
+			return nil, cmdutil.WithHint(
+				fmt.Errorf("the current devtool context %q is not in the context store %s", cfg.CurrentContext, store.Path()),
+				"run 'devtool context use <name>' to choose a context")
+		}
+	default:
+		sel.KubeContext = kc.Config.CurrentContext
+		if sel.KubeContext == "" {
+			msg := fmt.Sprintf("no current context: the kubeconfig (%s) sets no current-context and no devtool context is selected", kc.Describe())
+			if len(kc.ContextNames()) == 0 {
+				return nil, cmdutil.WithHint(fmt.Errorf("%s", msg),
+					"set KUBECONFIG or create ~/.kube/config (for the local cluster run 'make cluster-up')")
+			}
+			return nil, cmdutil.WithHint(fmt.Errorf("%s", msg),
+				fmt.Sprintf("run 'devtool context use <name>' with one of: %s", strings.Join(kc.ContextNames(), ", ")))
+		}
+		if !kc.HasContext(sel.KubeContext) {
+			return nil, fmt.Errorf("the kubeconfig's current-context: %w", kc.missingContextError(sel.KubeContext))
+		}
+	}
+	if c := sel.Context; c != nil {
+		if !(c.IsDevtool && c.KubeContext == "") {
+			sel.KubeContext = c.KubeContextName()
+			if !kc.HasContext(sel.KubeContext) {
+				return nil, cmdutil.WithHint(
+					fmt.Errorf("devtool context %q uses %w", c.Name, kc.missingContextError(sel.KubeContext)),
+					fmt.Sprintf("delete it with 'devtool context delete %s', or restore the kubeconfig entry", c.Name))
+			}
+		}
+	}
+	sel.Namespace = firstNonEmpty(flags.Namespace, nsOf(sel.Context), kc.Namespace(sel.KubeContext), "default")
+	return sel, nil
+}
+
+// Resolve applies the precedence and builds the Kubernetes client for the result.
+func (r *Resolver) Resolve(flags cmdutil.KubeFlags) (*cmdutil.Target, error) {
+	sel, err := r.Select(flags)
+	if err != nil {
+		return nil, err
+	}
+	if sel.KubeContext == "" {
+		return nil, fmt.Errorf("context %q is a platform context without Kubernetes credentials: %w", sel.Name(), ErrPlatformUnavailable)
+	}
+	cc := clientcmd.NewNonInteractiveClientConfig(*sel.Kubeconfig.Config, sel.KubeContext, &clientcmd.ConfigOverrides{}, nil)
+	restCfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("Kubernetes context %q in %s: %w", sel.KubeContext, sel.Kubeconfig.Describe(), err)
+	}
+	kc, err := kube.NewClient(restCfg, sel.Namespace, sel.KubeContext)
+	if err != nil {
+		return nil, err
+	}
+	t := &cmdutil.Target{
+		Kube:          kc,
+		Namespace:     sel.Namespace,
+		ContextName:   sel.Name(),
+		KubeContext:   sel.KubeContext,
+		Registry:      r.getenv("DEVTOOL_REGISTRY"),
+		Builder:       r.getenv("DEVTOOL_BUILDER"),
+		ClusterDomain: r.getenv("DEVTOOL_CLUSTER_DOMAIN"),
+	}
+	if c := sel.Context; c != nil {
+		t.Registry = firstNonEmpty(c.Registry, t.Registry)
+		t.Builder = firstNonEmpty(c.Builder, t.Builder)
+		t.ClusterDomain = firstNonEmpty(c.ClusterDomain, t.ClusterDomain)
+		t.IsPlatform = c.IsDevtool
+		t.Token = c.Token
+	}
+	return t, nil
+}
+
+func nsOf(c *Context) string {
+	if c == nil {
+		return ""
+	}
+	return c.Namespace
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

@@ -1,0 +1,314 @@
+// Package contexts stores devtool contexts (<home>/.devtool/context/config.json) and resolves where a
+// command runs: flags first, then the current devtool context, then the kubeconfig.
+//
+// The store is plain JSON, readable by the user only (folder 0700, file 0600). Writes are atomic
+// (temporary file, fsync, rename, fsync of the folder) and every read-modify-write holds an exclusive
+// flock on a lock file beside the store, so two devtool processes never lose each other's changes.
+// A store that cannot be read or parsed is an error naming the file; it is never replaced silently.
+package contexts
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Context is one devtool context: a Kubernetes context or a platform installation, with the
+// namespace, builder and registry commands use there.
+type Context struct {
+	// Name is the context's name: the Kubernetes context name, or the platform URL.
+	Name string `json:"name"`
+	// Token is the platform API token. Never printed.
+	Token string `json:"token,omitempty"`
+	// Namespace is the default namespace; empty follows the kubeconfig context's namespace.
+	Namespace string `json:"namespace,omitempty"`
+	// Builder is the build service address (tcp://host:port) or "docker"; empty lets the build
+	// package decide (BUILDKIT_HOST, else the local daemon).
+	Builder string `json:"builder,omitempty"`
+	// Registry is the image registry host[:port]; empty when none.
+	Registry string `json:"registry,omitempty"`
+	// IsDevtool is true when the context points to a platform installation.
+	IsDevtool bool `json:"isDevtool"`
+	// Certificate is the platform's CA certificate (PEM), when it has its own.
+	Certificate string `json:"certificate,omitempty"`
+	// Username is the platform account name.
+	Username string `json:"username,omitempty"`
+	// ClusterDomain is the public domain endpoints are served under.
+	ClusterDomain string `json:"clusterDomain,omitempty"`
+	// KubeContext is the kubeconfig context holding the credentials; empty means Name.
+	KubeContext string `json:"kubeContext,omitempty"`
+}
+
+// KubeContextName is the kubeconfig context this devtool context uses.
+func (c *Context) KubeContextName() string {
+	if c.KubeContext != "" {
+		return c.KubeContext
+	}
+	return c.Name
+}
+
+// Config is the whole store.
+type Config struct {
+	CurrentContext string              `json:"currentContext,omitempty"`
+	Contexts       map[string]*Context `json:"contexts"`
+}
+
+// Current returns the current context, or nil when none is set.
+func (c *Config) Current() *Context {
+	if c.CurrentContext == "" {
+		return nil
+	}
+	return c.Contexts[c.CurrentContext]
+}
+
+// Names returns the context names, sorted.
+func (c *Config) Names() []string {
+	names := make([]string, 0, len(c.Contexts))
+	for n := range c.Contexts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Store is the devtool folder of one home directory.
+type Store struct {
+	// Dir is the devtool folder, <home>/.devtool.
+	Dir string
+
+	// beforeRename, when set (tests only), runs after the temporary file is written and before it
+	// replaces the store; an error aborts the write.
+	beforeRename func(tmp string) error
+}
+
+// NewStore returns the store of home (the folder holding .devtool).
+func NewStore(home string) *Store { return &Store{Dir: filepath.Join(home, ".devtool")} }
+
+// HomeDir is DEVTOOL_HOME when set, else the user's home directory.
+func HomeDir(getenv func(string) string) (string, error) {
+	if getenv != nil {
+		if h := getenv("DEVTOOL_HOME"); h != "" {
+			return h, nil
+		}
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the home directory for the devtool folder (set DEVTOOL_HOME): %w", err)
+	}
+	return h, nil
+}
+
+// StoreFromEnv returns the store under HomeDir(getenv).
+func StoreFromEnv(getenv func(string) string) (*Store, error) {
+	h, err := HomeDir(getenv)
+	if err != nil {
+		return nil, err
+	}
+	return NewStore(h), nil
+}
+
+// Path is the store file.
+func (s *Store) Path() string { return filepath.Join(s.Dir, "context", "config.json") }
+
+func (s *Store) lockPath() string { return s.Path() + ".lock" }
+
+// Load reads the store. A missing store is an empty one.
+func (s *Store) Load() (*Config, error) {
+	return readConfig(s.Path())
+}
+
+// Update runs fn on the store under an exclusive lock and writes the result atomically.
+// When fn returns an error nothing is written.
+func (s *Store) Update(fn func(*Config) error) error {
+	dir := filepath.Dir(s.Path())
+	if err := ensureDir(s.Dir); err != nil {
+		return err
+	}
+	if err := ensureDir(dir); err != nil {
+		return err
+	}
+	unlock, err := lockFile(s.lockPath())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	cfg, err := readConfig(s.Path())
+	if err != nil {
+		return err
+	}
+	if err := fn(cfg); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the context store: %w", err)
+	}
+	return writeAtomic(s.Path(), append(data, '\n'), s.beforeRename)
+}
+
+func readConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Config{Contexts: map[string]*Context{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the context store %s: %w", path, err)
+	}
+	cfg := &Config{}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil, corrupt(path, "the file is empty")
+	}
+	if err := json.Unmarshal(data, cfg); err != nil {
+		return nil, corrupt(path, describeJSONError(data, err))
+	}
+	if cfg.Contexts == nil {
+		cfg.Contexts = map[string]*Context{}
+	}
+	for key, c := range cfg.Contexts {
+		if c == nil {
+			return nil, corrupt(path, fmt.Sprintf("context %q is null", key))
+		}
+		if c.Name == "" {
+			c.Name = key
+		}
+		if c.Name != key {
+			return nil, corrupt(path, fmt.Sprintf("context stored under %q is named %q", key, c.Name))
+		}
+	}
+	return cfg, nil
+}
+
+// CorruptError is a store file that exists but cannot be understood.
+type CorruptError struct {
+	Path   string
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("the context store %s is corrupt: %s (fix the file, or move it away to start with no contexts)", e.Path, e.Reason)
+}
+
+func corrupt(path, reason string) error { return &CorruptError{Path: path, Reason: reason} }
+
+func describeJSONError(data []byte, err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		line, col := position(data, se.Offset)
+		return fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, se)
+	case errors.As(err, &te):
+		line, col := position(data, te.Offset)
+		return fmt.Sprintf("at line %d, column %d: field %q must be %s, not %s", line, col, te.Field, te.Type, te.Value)
+	default:
+		return fmt.Sprintf("invalid JSON: %v", err)
+	}
+}
+
+func position(data []byte, offset int64) (line, col int) {
+	if offset > int64(len(data)) {
+		offset = int64(len(data))
+	}
+	line, col = 1, 1
+	for _, b := range data[:offset] {
+		if b == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// ensureDir creates dir (0700) when missing. An existing folder is tightened to 0700: it holds tokens.
+func ensureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("restricting %s to its owner: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// lockFile takes an exclusive flock on path (created 0600) and returns its release.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the lock file %s: %w", path, err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return func() {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		_ = f.Close()
+	}, nil
+}
+
+// writeAtomic replaces path with data (0600): a temporary file in the same folder is written and
+// synced, renamed over path, and the folder synced. On any failure path is left as it was.
+func writeAtomic(path string, data []byte, beforeRename func(string) error) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	tmpName := tmp.Name()
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmpName)
+		}
+	}()
+	if err = tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if _, err = tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if beforeRename != nil {
+		if err = beforeRename(tmpName); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	if err = os.Rename(tmpName, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync() // the rename is durable once the folder is synced; best effort
+		d.Close()
+	}
+	return nil
+}
