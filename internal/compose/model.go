@@ -15,6 +15,8 @@ type Project struct {
 	// File is the absolute path of the compose file; WorkingDir is its folder (relative paths resolve there).
 	File       string
 	WorkingDir string
+	// Name is the top-level name key (the Compose project name); empty when not written.
+	Name string
 	// Services in file order.
 	Services []*Service
 	// Volumes are the top-level named volumes, in file order.

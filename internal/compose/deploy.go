@@ -1,0 +1,197 @@
+package compose
+
+import (
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// unifyDeploy reads the fields that have two notations, the Compose v2 one (scale, resources,
+// restart) and the v3 deploy one (replicas, resources, restart_policy), and checks that a
+// file using both says the same thing in both.
+func (l *loader) unifyDeploy(s *Service, field string, scale, resources, deploy, restart *entry) {
+	var scaleSet, restartSet, resourcesSet bool
+	if scale != nil {
+		if v, ok := l.intVal(scale.val, joinField(field, "scale")); ok {
+			if v < 0 {
+				l.errorf(scale.val, joinField(field, "scale"), "expected zero or more replicas, found %d", v)
+			} else {
+				s.Scale, scaleSet = v, true
+			}
+		}
+	}
+	if resources != nil {
+		s.Resources = l.resources(resources.val, joinField(field, "resources"), "requests", "cpu")
+		resourcesSet = true
+	}
+	if restart != nil {
+		f := joinField(field, "restart")
+		if str, ok := l.str(restart.val, f); ok {
+			if r, ok := parseRestart(str); ok {
+				s.Restart, restartSet = r, true
+			} else {
+				l.errorf(restart.val, f, "expected one of always, unless-stopped, any, no, none, never, on-failure or on-failure:<max attempts>, found %q", str)
+			}
+		}
+	}
+	if deploy == nil {
+		return
+	}
+	df := joinField(field, "deploy")
+	es, _ := l.mapping(deploy.val, df)
+	for _, e := range es {
+		f := joinField(df, e.key)
+		switch e.key {
+		case "replicas":
+			v, ok := l.intVal(e.val, f)
+			switch {
+			case !ok:
+			case v < 0:
+				l.errorf(e.val, f, "expected zero or more replicas, found %d", v)
+			case scaleSet && v != s.Scale:
+				l.errorf(e.val, f, "scale is %d and deploy.replicas is %d; set one of them", s.Scale, v)
+			default:
+				s.Scale = v
+			}
+		case "resources":
+			r := l.resources(e.val, f, "reservations", "cpus")
+			if resourcesSet && r != s.Resources {
+				l.errorf(e.keyNode, f, "resources and deploy.resources are both set and differ; set one of them")
+			} else {
+				s.Resources = r
+			}
+		case "restart_policy":
+			r, ok := l.restartPolicy(e.val, f)
+			if ok && restartSet && !sameRestart(r, s.Restart) {
+				l.errorf(e.keyNode, f, "restart is %q and deploy.restart_policy says %q; set one of them", s.Restart.Policy, r.Policy)
+			} else if ok {
+				s.Restart = r
+			}
+		default:
+			if !strings.HasPrefix(e.key, "x-") {
+				l.ignore(e.keyNode, f)
+			}
+		}
+	}
+}
+
+// resources reads {requests|reservations, limits} each with {cpu|cpus, memory}.
+func (l *loader) resources(n *yaml.Node, field, requestsKey, cpuKey string) Resources {
+	var r Resources
+	es, _ := l.mapping(n, field)
+	for _, e := range es {
+		f := joinField(field, e.key)
+		switch e.key {
+		case requestsKey:
+			r.Requests = l.resourceList(e.val, f, cpuKey)
+		case "limits":
+			r.Limits = l.resourceList(e.val, f, cpuKey)
+		default:
+			l.ignore(e.keyNode, f)
+		}
+	}
+	return r
+}
+
+func (l *loader) resourceList(n *yaml.Node, field, cpuKey string) ResourceList {
+	var r ResourceList
+	es, _ := l.mapping(n, field)
+	for _, e := range es {
+		f := joinField(field, e.key)
+		switch e.key {
+		case cpuKey:
+			if s, ok := l.str(e.val, f); ok {
+				q, err := cpuQuantity(s)
+				if err != nil {
+					l.errorf(e.val, f, "%v", err)
+				}
+				r.CPU = q
+			}
+		case "memory":
+			if s, ok := l.str(e.val, f); ok {
+				q, err := memoryQuantity(s)
+				if err != nil {
+					l.errorf(e.val, f, "%v", err)
+				}
+				r.Memory = q
+			}
+		default:
+			l.ignore(e.keyNode, f)
+		}
+	}
+	return r
+}
+
+// parseRestart normalises the restart values of the spec's table; "on-failure:N" is Docker's
+// way of writing a maximum number of attempts.
+func parseRestart(s string) (Restart, bool) {
+	switch strings.TrimSpace(s) {
+	case "always", "unless-stopped", "any":
+		return Restart{Policy: RestartAlways}, true
+	case "none", "never", "no":
+		return Restart{Policy: RestartNever}, true
+	case "on-failure":
+		return Restart{Policy: RestartOnFailure}, true
+	}
+	if n, ok := strings.CutPrefix(strings.TrimSpace(s), "on-failure:"); ok {
+		if v, err := strconv.Atoi(n); err == nil && v >= 0 {
+			return Restart{Policy: RestartOnFailure, MaxAttempts: &v}, true
+		}
+	}
+	return Restart{}, false
+}
+
+func (l *loader) restartPolicy(n *yaml.Node, field string) (Restart, bool) {
+	r := Restart{Policy: RestartAlways}
+	es, ok := l.mapping(n, field)
+	if !ok {
+		return r, false
+	}
+	var maxNode *yaml.Node
+	for _, e := range es {
+		f := joinField(field, e.key)
+		switch e.key {
+		case "condition":
+			s, ok := l.str(e.val, f)
+			if !ok {
+				return r, false
+			}
+			switch s {
+			case "any":
+				r.Policy = RestartAlways
+			case "none":
+				r.Policy = RestartNever
+			case "on-failure":
+				r.Policy = RestartOnFailure
+			default:
+				l.errorf(e.val, f, "expected none, on-failure or any, found %q", s)
+				return r, false
+			}
+		case "max_attempts":
+			v, ok := l.intVal(e.val, f)
+			if !ok {
+				return r, false
+			}
+			if v < 0 {
+				l.errorf(e.val, f, "expected zero or more attempts, found %d", v)
+				return r, false
+			}
+			r.MaxAttempts, maxNode = &v, e.keyNode
+		default:
+			l.ignore(e.keyNode, f)
+		}
+	}
+	if r.MaxAttempts != nil && r.Policy != RestartOnFailure {
+		l.warnf("%s: %s.max_attempts applies only to condition on-failure; ignored", l.pos(maxNode), field)
+		r.MaxAttempts = nil
+	}
+	return r, true
+}
+
+func sameRestart(a, b Restart) bool {
+	if a.Policy != b.Policy || (a.MaxAttempts == nil) != (b.MaxAttempts == nil) {
+		return false
+	}
+	return a.MaxAttempts == nil || *a.MaxAttempts == *b.MaxAttempts
+}

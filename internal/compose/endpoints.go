@@ -1,0 +1,172 @@
+package compose
+
+import (
+	"fmt"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// endpoints reads A4 in its three notations: a list of routes (one unnamed endpoint), a map
+// of endpoint name to routes, or {labels, rules} (one unnamed endpoint with labels). A map
+// whose keys are only labels and rules is the third notation.
+func (l *loader) endpoints(n *yaml.Node, field string, p *Project) []*Endpoint {
+	d := deref(n)
+	if isNull(d) {
+		return nil
+	}
+	switch d.Kind {
+	case yaml.SequenceNode:
+		return []*Endpoint{{Rules: l.routes(d, field, p), Pos: l.pos(d)}}
+	case yaml.MappingNode:
+		es, _ := l.mapping(d, field)
+		if isObjectNotation(es) {
+			return []*Endpoint{l.endpointObject(es, d, field, p)}
+		}
+		var out []*Endpoint
+		for _, e := range es {
+			f := joinField(field, e.key)
+			l.checkName(e.keyNode, f, "endpoint", e.key)
+			var ep *Endpoint
+			if vd := deref(e.val); vd != nil && vd.Kind == yaml.MappingNode {
+				inner, _ := l.mapping(vd, f)
+				ep = l.endpointObject(inner, vd, f, p)
+			} else {
+				ep = &Endpoint{Rules: l.routes(e.val, f, p)}
+			}
+			ep.Name, ep.Pos = e.key, l.pos(e.keyNode)
+			out = append(out, ep)
+		}
+		return out
+	}
+	l.expected(n, field, "a list of routes, a mapping of endpoint name to routes, or {labels, rules}")
+	return nil
+}
+
+func isObjectNotation(es []entry) bool {
+	hasRules := false
+	for _, e := range es {
+		switch e.key {
+		case "rules":
+			hasRules = true
+		case "labels":
+		default:
+			return false
+		}
+	}
+	return hasRules
+}
+
+func (l *loader) endpointObject(es []entry, n *yaml.Node, field string, p *Project) *Endpoint {
+	ep := &Endpoint{Pos: l.pos(n)}
+	for _, e := range es {
+		f := joinField(field, e.key)
+		switch e.key {
+		case "labels":
+			ep.Labels = l.stringMap(e.val, f)
+		case "rules":
+			ep.Rules = l.routes(e.val, f, p)
+		default:
+			l.ignore(e.keyNode, f)
+		}
+	}
+	if ep.Rules == nil {
+		l.errorf(n, field, "rules is required (a list of {path, service, port})")
+	}
+	return ep
+}
+
+func (l *loader) routes(n *yaml.Node, field string, p *Project) []Route {
+	d := deref(n)
+	if d == nil || d.Kind != yaml.SequenceNode {
+		l.expected(n, field, "a list of routes {path, service, port}")
+		return nil
+	}
+	out := []Route{}
+	for i, item := range d.Content {
+		f := index(field, i)
+		if r, ok := l.route(item, f, p); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (l *loader) route(n *yaml.Node, field string, p *Project) (Route, bool) {
+	r := Route{Pos: l.pos(deref(n))}
+	es, ok := l.mapping(n, field)
+	if !ok {
+		return r, false
+	}
+	var serviceNode, portNode *yaml.Node
+	for _, e := range es {
+		f := joinField(field, e.key)
+		switch e.key {
+		case "path":
+			r.Path, _ = l.str(e.val, f)
+		case "service":
+			r.Service, _ = l.str(e.val, f)
+			serviceNode = e.val
+		case "port":
+			if v, good := l.intVal(e.val, f); good {
+				r.Port = int32(v)
+			}
+			portNode = e.val
+		default:
+			l.ignore(e.keyNode, f)
+		}
+	}
+	var missing []string
+	for _, m := range []struct {
+		name  string
+		unset bool
+	}{{"path", r.Path == ""}, {"service", r.Service == ""}, {"port", portNode == nil}} {
+		if m.unset {
+			missing = append(missing, m.name)
+		}
+	}
+	if len(missing) > 0 {
+		l.errorf(n, field, "a route needs path, service and port; missing %s", strings.Join(missing, ", "))
+		return r, false
+	}
+	if !strings.HasPrefix(r.Path, "/") {
+		l.errorf(n, joinField(field, "path"), "expected a path starting with /, found %q", r.Path)
+		return r, false
+	}
+	s := p.Service(r.Service)
+	if s == nil {
+		l.errorf(serviceNode, joinField(field, "service"), "service %q is not defined (services: %s)", r.Service, serviceNames(p))
+		return r, false
+	}
+	if r.Port != 0 && !exposes(s, r.Port) {
+		l.errorf(portNode, joinField(field, "port"), "service %q does not expose port %d (its ports: %s)", s.Name, r.Port, portList(s))
+		return r, false
+	}
+	return r, r.Port != 0
+}
+
+// exposes tells whether a route may target port: a container port of the service, or a
+// published one (which the service also listens on in the cluster).
+func exposes(s *Service, port int32) bool {
+	for _, p := range s.Ports {
+		if p.ContainerPort == port || p.HostPort == port {
+			return true
+		}
+	}
+	return false
+}
+
+func portList(s *Service) string {
+	if len(s.Ports) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(s.Ports))
+	for i, p := range s.Ports {
+		if p.HostPort != 0 {
+			parts[i] = fmt.Sprintf("%d:%d", p.HostPort, p.ContainerPort)
+		} else {
+			parts[i] = fmt.Sprint(p.ContainerPort)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
