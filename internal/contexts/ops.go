@@ -88,15 +88,14 @@ func Delete(store *Store, name string) (wasCurrent bool, err error) {
 	return wasCurrent, err
 }
 
-// SetNamespace makes ns the namespace of the selected context. When the selection came from the
-// kubeconfig alone, a devtool context is created for its Kubernetes context (the kubeconfig is never
-// written), and it becomes current when no devtool context was. It returns the context's name.
-func SetNamespace(store *Store, sel *Selection, ns string) (string, error) {
+// SetNamespace makes ns the namespace of the context name (a Selection's Name). A name that is not a
+// devtool context yet (the selection came from the kubeconfig alone) becomes one, for the Kubernetes
+// context of that name (the kubeconfig is never written); it becomes current when no devtool context was.
+func SetNamespace(store *Store, name, ns string) error {
 	if err := ValidateNamespace(ns); err != nil {
-		return "", err
+		return err
 	}
-	name := sel.Name()
-	err := store.Update(func(cfg *Config) error {
+	return store.Update(func(cfg *Config) error {
 		c := cfg.Contexts[name]
 		if c == nil {
 			c = &Context{Name: name}
@@ -108,5 +107,4 @@ func SetNamespace(store *Store, sel *Selection, ns string) (string, error) {
 		}
 		return nil
 	})
-	return name, err
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/buildinfo"
+	"github.com/devtool/devtool/internal/cli/analytics"
+	contextcmd "github.com/devtool/devtool/internal/cli/context"
+	"github.com/devtool/devtool/internal/cli/namespace"
 	"github.com/devtool/devtool/internal/cli/version"
 	"github.com/devtool/devtool/internal/cmdutil"
 )
@@ -48,5 +51,8 @@ development containers with live file sync and port forwarding.`,
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cmdutil.FlagError{Err: err} })
 
 	cmd.AddCommand(version.NewCmd(f, nil))
+	cmd.AddCommand(contextcmd.NewCmd(f, nil))
+	cmd.AddCommand(namespace.NewCmd(f, nil))
+	cmd.AddCommand(analytics.NewCmd(f, nil))
 	return cmd
 }

@@ -1,0 +1,75 @@
+// Package analytics implements `devtool analytics`: turning analytics collection on or off.
+// What would be collected, and that nothing is sent today, is in docs/analytics.md.
+package analytics
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/contexts"
+)
+
+// Options are the inputs of `devtool analytics`.
+type Options struct {
+	Out, ErrOut io.Writer
+	Getenv      func(string) string
+	Disable     bool
+	Enable      bool
+}
+
+// NewCmd builds the command. runF replaces run in tests of flag parsing.
+func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{Out: f.IOStreams.Out, ErrOut: f.IOStreams.ErrOut, Getenv: f.Getenv}
+	cmd := &cobra.Command{
+		Use:   "analytics",
+		Short: "Turn analytics collection on or off",
+		Long: `Turn analytics collection on (the default) or off. The choice is stored in
+~/.devtool/analytics.json (DEVTOOL_HOME replaces ~). With no flag, prints whether it is on.
+
+Analytics go only to a devtool platform, when the current context is one. Today's build has
+no platform client, so nothing is sent anywhere. docs/analytics.md lists what would be collected.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if opts.Disable && opts.Enable {
+				return cmdutil.FlagErrorf("--disable and --enable cannot be used together")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return run(opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Disable, "disable", false, "disable analytics collection")
+	cmd.Flags().BoolVar(&opts.Enable, "enable", false, "enable analytics collection")
+	return cmd
+}
+
+func run(opts *Options) error {
+	store, err := contexts.StoreFromEnv(opts.Getenv)
+	if err != nil {
+		return err
+	}
+	if opts.Disable || opts.Enable {
+		if err := store.SetAnalytics(opts.Enable); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.ErrOut, "Analytics %s.\n", word(opts.Enable))
+		return nil
+	}
+	on, err := store.AnalyticsEnabled()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(opts.Out, "Analytics are %s.\n", word(on))
+	return err
+}
+
+func word(on bool) string {
+	if on {
+		return "enabled"
+	}
+	return "disabled"
+}

@@ -1,0 +1,173 @@
+// Package contextcmd implements `devtool context` and its subcommands use, list, show and delete.
+// The store and the precedence live in internal/contexts; these commands only adapt flags to it and
+// its results to output.
+package contextcmd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devtool/devtool/internal/cli/context/prompt"
+	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/contexts"
+	"github.com/devtool/devtool/internal/iostreams"
+)
+
+// Options are the inputs of `devtool context` and `devtool context use`.
+type Options struct {
+	IO     *iostreams.IOStreams
+	Getenv func(string) string
+
+	Name      string // platform URL or Kubernetes context name; empty: prompt
+	Namespace string
+	Builder   string
+	Token     string
+	// ArgHint is how the error for a missing name (no terminal) tells the user to give it.
+	ArgHint string
+}
+
+// NewCmd builds `devtool context` with its subcommands. runF replaces run in tests of flag parsing.
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Getenv: f.Getenv}
+	cmd := &cobra.Command{
+		Use:   "context [<platform_url> | <kubernetes_context_name>]",
+		Short: "Select or create the context devtool commands run in",
+		Long: `Select the context devtool commands run in: an existing devtool context, or a Kubernetes
+context from your kubeconfig (KUBECONFIG, or ~/.kube/config), which becomes a devtool context.
+--namespace and --builder set the chosen context's namespace and build service.
+
+On a terminal, with no argument, it asks which context to use. Without a terminal the
+context name is required.
+
+Contexts are stored in ~/.devtool/context/config.json (DEVTOOL_HOME replaces ~).
+The kubeconfig is never modified.`,
+		Example: `  devtool context                      # choose interactively
+  devtool context kind-dev --namespace web --builder tcp://127.0.0.1:1234
+  devtool context use kind-dev`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Name = args[0]
+			}
+			opts.ArgHint = "devtool context <kubernetes_context_name>"
+			if opts.Builder != "" {
+				if err := validateBuilder(opts.Builder); err != nil {
+					return err
+				}
+			}
+			if opts.Namespace != "" {
+				if err := contexts.ValidateNamespace(opts.Namespace); err != nil {
+					return cmdutil.FlagErrorf("--namespace: %v", err)
+				}
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", "", "namespace of the context (default: the kubeconfig context's namespace)")
+	cmd.Flags().StringVarP(&opts.Builder, "builder", "b", "", "build service of the context: tcp://<host>:<port>, or docker for the local daemon")
+	cmd.Flags().StringVarP(&opts.Token, "token", "t", "", "API token for a platform URL")
+	cmd.AddCommand(NewUseCmd(f, nil), NewListCmd(f, nil), NewShowCmd(f, nil), NewDeleteCmd(f, nil))
+	return cmd
+}
+
+func validateBuilder(b string) error {
+	if b == "docker" {
+		return nil
+	}
+	for _, p := range []string{"tcp://", "unix://", "docker-container://", "kube-pod://"} {
+		if strings.HasPrefix(b, p) && len(b) > len(p) {
+			return nil
+		}
+	}
+	return cmdutil.FlagErrorf("--builder must be docker or an address like tcp://<host>:<port>, not %q", b)
+}
+
+// run selects (or prompts for) a context and makes it current.
+func run(ctx context.Context, opts *Options) error {
+	if opts.Token != "" {
+		if opts.Name != "" && !contexts.IsPlatformURL(opts.Name) {
+			return cmdutil.FlagErrorf("--token is for platform URLs; %q is a Kubernetes context, whose credentials come from the kubeconfig", opts.Name)
+		}
+		return cmdutil.WithHint(fmt.Errorf("--token: %w", contexts.ErrPlatformUnavailable),
+			"select a Kubernetes context from your kubeconfig: devtool context use <kubernetes_context_name>")
+	}
+	store, err := contexts.StoreFromEnv(opts.Getenv)
+	if err != nil {
+		return err
+	}
+	kc, err := contexts.LoadKubeconfig(opts.Getenv)
+	if err != nil {
+		return err
+	}
+	if opts.Name == "" {
+		if !opts.IO.CanPrompt() {
+			return cmdutil.FlagErrorf("no terminal to choose a context on: give the context name, as in '%s'", opts.ArgHint)
+		}
+		name, err := choose(ctx, opts.IO, store, kc)
+		if err != nil {
+			return err
+		}
+		opts.Name = name
+	}
+	res, err := contexts.Use(store, kc, contexts.UseOptions{Name: opts.Name, Namespace: opts.Namespace, Builder: opts.Builder})
+	if err != nil {
+		if contexts.IsPlatformURL(opts.Name) {
+			return cmdutil.WithHint(err, "select a Kubernetes context from your kubeconfig: devtool context use <kubernetes_context_name>")
+		}
+		return err
+	}
+	verb := "Using"
+	if res.Created {
+		verb = "Created and using"
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "%s context %s (namespace %s).\n", verb, res.Context.Name, res.Context.Namespace)
+	return nil
+}
+
+// choose asks which context to use: the devtool contexts first, then Kubernetes contexts that are
+// not devtool contexts yet.
+func choose(ctx context.Context, io *iostreams.IOStreams, store *contexts.Store, kc *contexts.Kubeconfig) (string, error) {
+	cfg, err := store.Load()
+	if err != nil {
+		return "", err
+	}
+	var names, labels []string
+	def := -1
+	for _, n := range cfg.Names() {
+		label := n
+		if n == cfg.CurrentContext {
+			label += " (current)"
+			def = len(names)
+		}
+		names, labels = append(names, n), append(labels, label)
+	}
+	var fresh []string
+	for _, n := range kc.ContextNames() {
+		if _, ok := cfg.Contexts[n]; !ok {
+			fresh = append(fresh, n)
+		}
+	}
+	sort.Strings(fresh)
+	for _, n := range fresh {
+		if def < 0 && cfg.CurrentContext == "" && n == kc.Config.CurrentContext {
+			def = len(names)
+		}
+		names, labels = append(names, n), append(labels, n+" (Kubernetes context)")
+	}
+	if len(names) == 0 {
+		return "", cmdutil.WithHint(fmt.Errorf("no contexts to choose from: no devtool contexts and no contexts in the kubeconfig (%s)", kc.Describe()),
+			"set KUBECONFIG to a kubeconfig file (for the local cluster run 'make cluster-up')")
+	}
+	i, err := prompt.Select(ctx, io.In, io.ErrOut, "Select a context:", labels, def)
+	if err != nil {
+		return "", err
+	}
+	return names[i], nil
+}

@@ -1,0 +1,36 @@
+package contextcmd
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devtool/devtool/internal/cmdutil"
+)
+
+// NewUseCmd builds `devtool context use`.
+func NewUseCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Getenv: f.Getenv}
+	return &cobra.Command{
+		Use:   "use [<platform_url> | <kubernetes_context_name>]",
+		Short: "Set the default context",
+		Long: `Set the default context of devtool commands. A Kubernetes context from your kubeconfig
+(KUBECONFIG, several files allowed, or ~/.kube/config) becomes a devtool context the first time it
+is used, with the kubeconfig's namespace for it. The kubeconfig itself is never modified.
+
+With no argument it asks which context to use (on a terminal only).
+Platform URLs (https://...) need platform login, which this build does not have.`,
+		Example: `  devtool context use kind-dev`,
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Name = args[0]
+			}
+			opts.ArgHint = "devtool context use <kubernetes_context_name>"
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return run(cmd.Context(), opts)
+		},
+	}
+}
