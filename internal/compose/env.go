@@ -3,6 +3,7 @@ package compose
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -41,7 +42,7 @@ func mapLookup(m map[string]string) Lookup {
 // Variables inside .env may refer to shell variables (compose-go's dotenv expands them).
 func (l *loader) readDotEnv(shell Lookup) Lookup {
 	path := filepath.Join(l.dir, ".env")
-	data, err := os.ReadFile(path)
+	data, err := readRegularFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -62,7 +63,7 @@ func (l *loader) readDotEnv(shell Lookup) Lookup {
 // entry's node, for the error position.
 func (l *loader) readEnvFile(path string, required bool, n *yaml.Node, field string) map[string]string {
 	abs := l.absPath(path)
-	data, err := os.ReadFile(abs)
+	data, err := readRegularFile(abs)
 	if err != nil {
 		if !required && errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -97,4 +98,23 @@ func (l *loader) absPath(p string) string {
 	default:
 		return filepath.Join(l.dir, p)
 	}
+}
+
+// maxEnvFileSize bounds what an env file may hold; a bigger one is a mistake (or a device).
+const maxEnvFileSize = 4 << 20
+
+// readRegularFile reads a file that must be a regular file of sane size, so a path like
+// /dev/zero or a folder gives an error instead of hanging or failing obscurely.
+func readRegularFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if st.Size() > maxEnvFileSize {
+		return nil, fmt.Errorf("larger than %d bytes", maxEnvFileSize)
+	}
+	return os.ReadFile(path)
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -102,6 +103,8 @@ func LoadBytes(opts LoadOptions, data []byte) (*Project, error) {
 	p := &Project{File: abs, WorkingDir: l.dir}
 	l.project(&doc, p)
 	if len(l.errs) > 0 {
+		// In file order, so a user can fix them top to bottom.
+		slices.SortStableFunc(l.errs, func(a, b *Error) int { return comparePos(a.Pos, b.Pos) })
 		return nil, l.errs
 	}
 	p.Warnings = l.finalWarnings()

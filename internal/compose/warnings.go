@@ -1,7 +1,9 @@
 package compose
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -30,6 +32,7 @@ func (l *loader) finalWarnings() []string {
 		out = append(out, fmt.Sprintf("the %q variable is not set; using an empty string", name))
 	}
 	if len(l.ignored) > 0 {
+		slices.SortStableFunc(l.ignored, func(a, b ignoredField) int { return comparePos(a.pos, b.pos) })
 		parts := make([]string, len(l.ignored))
 		for i, f := range l.ignored {
 			parts[i] = fmt.Sprintf("%s (%s)", f.field, f.pos)
@@ -37,4 +40,9 @@ func (l *loader) finalWarnings() []string {
 		out = append(out, "ignored fields not supported by devtool: "+strings.Join(parts, ", "))
 	}
 	return append(out, l.warnings...)
+}
+
+// comparePos orders positions as they appear in the files.
+func comparePos(a, b Position) int {
+	return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 }
