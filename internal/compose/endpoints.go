@@ -108,10 +108,16 @@ func (l *loader) route(n *yaml.Node, field string, p *Project) (Route, bool) {
 			r.Service, _ = l.str(e.val, f)
 			serviceNode = e.val
 		case "port":
-			if v, good := l.intVal(e.val, f); good {
-				r.Port = int32(v)
-			}
 			portNode = e.val
+			v, good := l.intVal(e.val, f)
+			if good && (v < 1 || v > 65535) {
+				l.errorf(e.val, f, "expected a port between 1 and 65535, found %d", v)
+				good = false
+			}
+			if !good {
+				return r, false
+			}
+			r.Port = int32(v)
 		default:
 			l.ignore(e.keyNode, f)
 		}
@@ -138,11 +144,11 @@ func (l *loader) route(n *yaml.Node, field string, p *Project) (Route, bool) {
 		l.errorf(serviceNode, joinField(field, "service"), "service %q is not defined (services: %s)", r.Service, serviceNames(p))
 		return r, false
 	}
-	if r.Port != 0 && !exposes(s, r.Port) {
+	if !exposes(s, r.Port) {
 		l.errorf(portNode, joinField(field, "port"), "service %q does not expose port %d (its ports: %s)", s.Name, r.Port, portList(s))
 		return r, false
 	}
-	return r, r.Port != 0
+	return r, true
 }
 
 // exposes tells whether a route may target port: a container port of the service, or a

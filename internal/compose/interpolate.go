@@ -45,7 +45,20 @@ func (l *loader) interpolate(n *yaml.Node, field string) {
 
 // replace wraps compose-go's replacement to notice variables that are used without a
 // default and are not set, which Compose reports as a warning (and substitutes "").
+//
+// compose-go's pattern matches "${A:-x}:${B}" as one piece and substitutes the text after the
+// first closing brace with logging switched on (it would print to stderr); that text is split
+// off here and substituted through this function instead.
 func (l *loader) replace(substring string, mapping template.Mapping, cfg *template.Config) (string, error) {
+	if i := firstClosingBrace(substring); i >= 0 && i+1 < len(substring) {
+		head, err := l.replace(substring[:i+1], mapping, cfg)
+		if err != nil {
+			return "", err
+		}
+		rest, err := template.SubstituteWithOptions(substring[i+1:], mapping,
+			template.WithoutLogging, template.WithReplacementFunction(l.replace))
+		return head + rest, err
+	}
 	value, applied, err := template.DefaultReplacementAppliedFunc(substring, mapping, cfg)
 	if err == nil && !applied {
 		name := strings.Trim(substring, "${}")
@@ -72,4 +85,23 @@ func (l *loader) interpolationError(n *yaml.Node, field string, err error) {
 	default:
 		l.errorf(n, field, "interpolation failed: %v", err)
 	}
+}
+
+// firstClosingBrace finds the brace that closes the first "${", counting nested braces the
+// way compose-go does, or -1.
+func firstClosingBrace(s string) int {
+	open := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '}':
+			open--
+			if open == 0 {
+				return i
+			}
+		case '{':
+			open++
+			i++ // as compose-go does: the character after '{' is never a closing brace
+		}
+	}
+	return -1
 }

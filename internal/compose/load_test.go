@@ -25,6 +25,8 @@ func TestInterpolation(t *testing.T) {
 		{`"app:${TAG:+set}"`, "app:set"},
 		{`"cost$$5"`, "cost$5"},
 		{`"app:${MISSING}x"`, "app:x"},
+		{`"${MISSING:-host}:${TAG}/${MISSING:-p}"`, "host:1.2/p"},
+		{`"${MISSING:-${TAG}}"`, "1.2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {
@@ -40,7 +42,7 @@ func TestInterpolation(t *testing.T) {
 }
 
 func TestInterpolationUnsetVariableWarns(t *testing.T) {
-	p, err := loadYAML(t, "services:\n  web:\n    image: \"a${NOPE}${NOPE}${HAS:-x}\"\n", nil, nil)
+	p, err := loadYAML(t, "services:\n  web:\n    image: \"a${NOPE}${NOPE}${HAS:-x}:${NOPE}\"\n", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

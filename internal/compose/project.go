@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"fmt"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -55,7 +56,11 @@ func (l *loader) project(doc *yaml.Node, p *Project) {
 // checkName reports a name that Kubernetes would refuse as an object name.
 func (l *loader) checkName(n *yaml.Node, field, what, name string) bool {
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		l.errorf(n, field, "%s name %q is not valid in Kubernetes: use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit", what, name)
+		hint := ""
+		if alt := strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(name)); len(validation.IsDNS1123Label(alt)) == 0 {
+			hint = fmt.Sprintf(" (for example %q)", alt)
+		}
+		l.errorf(n, field, "%s name %q is not valid in Kubernetes: use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit%s", what, name, hint)
 		return false
 	}
 	return true
