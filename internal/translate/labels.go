@@ -1,0 +1,51 @@
+package translate
+
+import (
+	"maps"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// LabelName is the pod label naming the Compose service. With LabelDeployedBy it forms the pod
+// selector, which must never change between deploys: a Deployment's or StatefulSet's selector is
+// immutable, so everything else about a service goes into annotations, never into these labels.
+const LabelName = "app.kubernetes.io/name"
+
+// objectLabels are the labels every object carries, so destroy and prune can find it.
+func (t *translator) objectLabels() map[string]string {
+	return map[string]string{
+		LabelDeployedBy: t.opts.Name,
+		LabelManagedBy:  ManagedByValue,
+	}
+}
+
+// selectorLabels select the pods of one service.
+func (t *translator) selectorLabels(service string) map[string]string {
+	return map[string]string{
+		LabelName:       service,
+		LabelDeployedBy: t.opts.Name,
+	}
+}
+
+// serviceLabels are the labels of a service's own objects (workload, Service, pod template):
+// the selector plus managed-by.
+func (t *translator) serviceLabels(service string) map[string]string {
+	l := t.objectLabels()
+	maps.Copy(l, t.selectorLabels(service))
+	return l
+}
+
+// selectorString is the selector as a label selector string (sorted by key, so deterministic).
+func (t *translator) selectorString(service string) string {
+	return labels.SelectorFromSet(t.selectorLabels(service)).String()
+}
+
+// annotationsFrom copies Compose labels into annotations: the spec says labels are "translated
+// into cluster annotations", and keeping them out of Kubernetes labels keeps selectors stable.
+// nil when there are none, so the YAML has no empty map.
+func annotationsFrom(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
+}
