@@ -88,8 +88,9 @@ func resources(s *compose.Service) (corev1.ResourceRequirements, error) {
 	if out.Limits, err = resourceList(s, "limits", s.Resources.Limits); err != nil {
 		return out, err
 	}
-	for name, req := range out.Requests {
-		if lim, ok := out.Limits[name]; ok && req.Cmp(lim) > 0 {
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, hasReq := out.Requests[name]
+		if lim, ok := out.Limits[name]; ok && hasReq && req.Cmp(lim) > 0 {
 			return out, errorAt(s.Pos, "service %q: %s request %s is more than its limit %s", s.Name, name, req.String(), lim.String())
 		}
 	}

@@ -66,10 +66,8 @@ func (t *translator) ingresses() ([]runtime.Object, []Endpoint, error) {
 			spec.name = t.opts.Name
 			spec.origin = "the endpoints list"
 		}
-		for k := range e.Labels {
-			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-				return nil, nil, errorAt(e.Pos, "%s: label %q cannot become a Kubernetes annotation: %s", spec.origin, k, strings.Join(errs, "; "))
-			}
+		if k, why := checkAnnotationKeys(e.Labels); k != "" {
+			return nil, nil, errorAt(e.Pos, "%s: label %q cannot become a Kubernetes annotation: %s", spec.origin, k, why)
 		}
 		specs = append(specs, spec)
 	}

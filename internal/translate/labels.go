@@ -2,8 +2,11 @@ package translate
 
 import (
 	"maps"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // LabelName is the pod label naming the Compose service. With LabelDeployedBy it forms the pod
@@ -38,6 +41,17 @@ func (t *translator) serviceLabels(service string) map[string]string {
 // selectorString is the selector as a label selector string (sorted by key, so deterministic).
 func (t *translator) selectorString(service string) string {
 	return labels.SelectorFromSet(t.selectorLabels(service)).String()
+}
+
+// checkAnnotationKeys returns the first key (in sorted order, so the error is always the same)
+// that cannot be an annotation key, with why; "" when all can.
+func checkAnnotationKeys(m map[string]string) (key, why string) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return k, strings.Join(errs, "; ")
+		}
+	}
+	return "", ""
 }
 
 // annotationsFrom copies Compose labels into annotations: the spec says labels are "translated

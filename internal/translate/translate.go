@@ -142,10 +142,8 @@ func (t *translator) validateServices() error {
 		if s.Scale < 0 {
 			return errorAt(s.Pos, "service %q: scale %d is negative", s.Name, s.Scale)
 		}
-		for k := range s.Labels {
-			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-				return errorAt(s.Pos, "service %q: label %q cannot become a Kubernetes annotation: %s", s.Name, k, strings.Join(errs, "; "))
-			}
+		if k, why := checkAnnotationKeys(s.Labels); k != "" {
+			return errorAt(s.Pos, "service %q: label %q cannot become a Kubernetes annotation: %s", s.Name, k, why)
 		}
 	}
 	return nil

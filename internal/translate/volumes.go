@@ -58,10 +58,8 @@ func (t *translator) planVolumes() (*volumePlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		for k := range v.Labels {
-			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-				return nil, errorAt(v.Pos, "volume %q: label %q cannot become a Kubernetes annotation: %s", v.Name, k, strings.Join(errs, "; "))
-			}
+		if k, why := checkAnnotationKeys(v.Labels); k != "" {
+			return nil, errorAt(v.Pos, "volume %q: label %q cannot become a Kubernetes annotation: %s", v.Name, k, why)
 		}
 		defined[v.Name] = v
 		sizes[v.Name] = size
