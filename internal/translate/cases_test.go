@@ -180,7 +180,8 @@ var goldenCases = []testCase{
 		opts: defaultOpts,
 		project: func() *compose.Project {
 			return &compose.Project{Services: []*compose.Service{
-				{Name: "app", Image: "a:1", Scale: 1, Ports: []compose.Port{
+				// dev.devtool/policy: keep reaches the Service and the Ingresses too.
+				{Name: "app", Image: "a:1", Scale: 1, Labels: map[string]string{AnnotationPolicy: PolicyKeep}, Ports: []compose.Port{
 					{ContainerPort: 8080, HostPort: 8080},
 					{ContainerPort: 9000, HostPort: 19000},
 					{ContainerPort: 9229, HostPort: 9229}, // Node debugger: never public

@@ -41,10 +41,11 @@ func (t *translator) ingresses() ([]runtime.Object, []Endpoint, error) {
 				name = fmt.Sprintf("%s-%d", s.Name, port)
 			}
 			specs = append(specs, ingressSpec{
-				name:   name,
-				routes: []compose.Route{{Path: "/", Service: s.Name, Port: port, Pos: s.Pos}},
-				origin: fmt.Sprintf("public port %d of service %q", port, s.Name),
-				pos:    s.Pos,
+				name:        name,
+				annotations: keepPolicy(s),
+				routes:      []compose.Route{{Path: "/", Service: s.Name, Port: port, Pos: s.Pos}},
+				origin:      fmt.Sprintf("public port %d of service %q", port, s.Name),
+				pos:         s.Pos,
 			})
 		}
 	}

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/devtool/devtool/internal/compose"
 )
 
 // LabelName is the pod label naming the Compose service. With LabelDeployedBy it forms the pod
@@ -52,6 +54,16 @@ func checkAnnotationKeys(m map[string]string) (key, why string) {
 		}
 	}
 	return "", ""
+}
+
+// keepPolicy carries dev.devtool/policy from a service's labels to the objects made for that
+// service besides its workload (Service, public-port Ingresses): destroy must not keep a
+// workload and delete the Service that makes it reachable.
+func keepPolicy(s *compose.Service) map[string]string {
+	if v, ok := s.Labels[AnnotationPolicy]; ok {
+		return map[string]string{AnnotationPolicy: v}
+	}
+	return nil
 }
 
 // annotationsFrom copies Compose labels into annotations: the spec says labels are "translated

@@ -92,9 +92,10 @@ func (t *translator) service(s *compose.Service, n *serviceNetwork) *corev1.Serv
 	return &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      s.Name,
-			Namespace: t.opts.Namespace,
-			Labels:    t.serviceLabels(s.Name),
+			Name:        s.Name,
+			Namespace:   t.opts.Namespace,
+			Labels:      t.serviceLabels(s.Name),
+			Annotations: keepPolicy(s),
 		},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
