@@ -175,6 +175,9 @@ func readConfig(path string) (*Config, error) {
 		if c == nil {
 			return nil, corrupt(path, fmt.Sprintf("context %q is null", key))
 		}
+		if key == "" {
+			return nil, corrupt(path, "a context has an empty name")
+		}
 		if c.Name == "" {
 			c.Name = key
 		}

@@ -88,6 +88,7 @@ func TestStoreCorruption(t *testing.T) {
 		"wrong type": {`{"contexts": {"a": {"name": "a", "isDevtool": "yes"}}}`, `field "contexts.isDevtool" must be bool`},
 		"name":       {`{"contexts": {"a": {"name": "b"}}}`, `context stored under "a" is named "b"`},
 		"null":       {`{"contexts": {"a": null}}`, `context "a" is null`},
+		"empty name": {`{"contexts": {"": {}}}`, `empty name`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -301,4 +302,32 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// FuzzReadConfig: whatever the store file holds, reading it returns a config or an error naming the
+// file, never a panic.
+func FuzzReadConfig(f *testing.F) {
+	f.Add([]byte(`{"currentContext": "a", "contexts": {"a": {"name": "a", "namespace": "n", "isDevtool": false}}}`))
+	f.Add([]byte(`{"contexts": {"a": null}}`))
+	f.Add([]byte(`{"contexts": [1, 2]}`))
+	f.Add([]byte("{\n\"contexts\": {\"a\": {\"name\": 7}}}"))
+	f.Add([]byte{})
+	path := filepath.Join(f.TempDir(), "config.json")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := readConfig(path)
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("error does not name the file: %v", err)
+			}
+			return
+		}
+		for k, c := range cfg.Contexts {
+			if c == nil || c.Name != k {
+				t.Errorf("accepted inconsistent context %q: %+v", k, c)
+			}
+		}
+	})
 }

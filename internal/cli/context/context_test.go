@@ -231,3 +231,22 @@ func writeCorrupt(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+func TestCompletion(t *testing.T) {
+	h := newHarness(t)
+	if err := h.run(t, "use", "kube-b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.run(t, "__complete", "use", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h.out.String(), "kube-b\nkube-a\n") {
+		t.Errorf("use completes devtool contexts, then kubeconfig contexts: %q", h.out.String())
+	}
+	if err := h.run(t, "__complete", "delete", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h.out.String(), "kube-b\n:") {
+		t.Errorf("delete completes devtool contexts only: %q", h.out.String())
+	}
+}

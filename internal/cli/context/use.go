@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/contexts"
 )
 
 // NewUseCmd builds `devtool context use`.
@@ -22,6 +23,12 @@ With no argument it asks which context to use (on a terminal only).
 Platform URLs (https://...) need platform login, which this build does not have.`,
 		Example: `  devtool context use kind-dev`,
 		Args:    cobra.MaximumNArgs(1),
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeNames(opts.Getenv, true), cobra.ShellCompDirectiveNoFileComp
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Name = args[0]
@@ -33,4 +40,27 @@ Platform URLs (https://...) need platform login, which this build does not have.
 			return run(cmd.Context(), opts)
 		},
 	}
+}
+
+// completeNames lists devtool contexts and, with kube, the kubeconfig's contexts, for shell completion.
+func completeNames(getenv func(string) string, kube bool) []string {
+	seen := map[string]bool{}
+	var names []string
+	if store, err := contexts.StoreFromEnv(getenv); err == nil {
+		if cfg, err := store.Load(); err == nil {
+			for _, n := range cfg.Names() {
+				seen[n], names = true, append(names, n)
+			}
+		}
+	}
+	if kube {
+		if kc, err := contexts.LoadKubeconfig(getenv); err == nil {
+			for _, n := range kc.ContextNames() {
+				if !seen[n] {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	return names
 }

@@ -22,15 +22,15 @@ import (
 )
 
 type cli struct {
-	t           *testing.T
-	f           *cmdutil.Factory
-	out, errOut *bytes.Buffer
+	t               *testing.T
+	f               *cmdutil.Factory
+	in, out, errOut *bytes.Buffer
 }
 
 func newCLI(t *testing.T, e *contexttest.Env) *cli {
-	ios, _, out, errOut := iostreams.Test()
+	ios, in, out, errOut := iostreams.Test()
 	f := &cmdutil.Factory{IOStreams: ios, Getenv: e.Getenv, Target: (&contexts.Resolver{Getenv: e.Getenv}).Resolve}
-	return &cli{t: t, f: f, out: out, errOut: errOut}
+	return &cli{t: t, f: f, in: in, out: out, errOut: errOut}
 }
 
 // run runs `devtool <args>` for the context and namespace commands, as the root command would.
@@ -138,6 +138,29 @@ func TestContextAndNamespaceCommands(t *testing.T) {
 	list := c.ok("context", "list")
 	if !strings.Contains(list, contexttest.ContextA+" *") || !strings.Contains(list, contexttest.ContextB+" ") {
 		t.Errorf("context list:\n%s", list)
+	}
+
+	// Interactive selection on a terminal: the prompt lists the cluster's namespaces, the current one
+	// marked. A first run without an answer shows the list; the second answers with A's number.
+	c.f.IOStreams.SetTTY(true)
+	c.fails("no answer", "namespace")
+	number := ""
+	for _, line := range strings.Split(c.errOut.String(), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[len(f)-1] == e.NamespaceA {
+			number = strings.TrimSuffix(f[len(f)-2], ")")
+		}
+		if strings.HasSuffix(line, " "+e.NamespaceB) {
+			t.Errorf("the current namespace %s is not marked: %q", e.NamespaceB, line)
+		}
+	}
+	if number == "" {
+		t.Fatalf("namespace %s not offered:\n%s", e.NamespaceA, c.errOut.String())
+	}
+	c.in.WriteString(number + "\n")
+	c.ok("namespace")
+	c.f.IOStreams.SetTTY(false)
+	if rec := c.show(); rec.Name != contexttest.ContextA || rec.Namespace != e.NamespaceA {
+		t.Errorf("show after choosing %s interactively: %+v", e.NamespaceA, rec)
 	}
 
 	// The platform-only namespace commands fail with the spec's message on this cluster.
