@@ -11,7 +11,11 @@ import (
 
 	"github.com/devtool/devtool/internal/buildinfo"
 	"github.com/devtool/devtool/internal/cli/analytics"
+	buildcmd "github.com/devtool/devtool/internal/cli/build"
 	contextcmd "github.com/devtool/devtool/internal/cli/context"
+	deploycmd "github.com/devtool/devtool/internal/cli/deploy"
+	"github.com/devtool/devtool/internal/cli/destroy"
+	"github.com/devtool/devtool/internal/cli/endpoints"
 	"github.com/devtool/devtool/internal/cli/namespace"
 	"github.com/devtool/devtool/internal/cli/version"
 	"github.com/devtool/devtool/internal/cmdutil"
@@ -51,6 +55,10 @@ development containers with live file sync and port forwarding.`,
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cmdutil.FlagError{Err: err} })
 
 	cmd.AddCommand(version.NewCmd(f, nil))
+	cmd.AddCommand(buildcmd.NewCmd(f, nil))
+	cmd.AddCommand(deploycmd.NewCmd(f, nil))
+	cmd.AddCommand(destroy.NewCmd(f, nil))
+	cmd.AddCommand(endpoints.NewCmd(f, nil))
 	cmd.AddCommand(contextcmd.NewCmd(f, nil))
 	cmd.AddCommand(namespace.NewCmd(f, nil))
 	cmd.AddCommand(analytics.NewCmd(f, nil))

@@ -1,0 +1,210 @@
+package build
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+
+	dockerconfig "github.com/docker/cli/cli/config"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/moby/buildkit/client"
+	"github.com/moby/buildkit/exporter/containerimage/exptypes"
+	"github.com/moby/buildkit/session"
+	"github.com/moby/buildkit/session/auth/authprovider"
+	"github.com/moby/buildkit/session/secrets/secretsprovider"
+	"github.com/moby/buildkit/util/progress/progressui"
+	"github.com/tonistiigi/fsutil"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+)
+
+// BuildKit builds with a BuildKit daemon through its Go client and the daemon's built-in Dockerfile
+// frontend ("dockerfile.v0"). A "# syntax=" line in the Dockerfile is not followed (that would pull a
+// frontend image, which fails offline): the built-in frontend always does the work.
+type BuildKit struct {
+	// Addr is the daemon address with its scheme: tcp://HOST:PORT, unix:///path, ...
+	Addr string
+	// DialOptions are extra gRPC options (keepalive, see KeepaliveFromEnv).
+	DialOptions []grpc.DialOption
+}
+
+// NormalizeBuildKitHost adds tcp:// to an address written HOST:PORT (as BUILDKIT_HOST is in the spec);
+// a URL is kept as given.
+func NormalizeBuildKitHost(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.Contains(s, "://") {
+		return s
+	}
+	return "tcp://" + s
+}
+
+// Name implements Builder.
+func (b *BuildKit) Name() string { return "BuildKit at " + b.Addr }
+
+func (b *BuildKit) client(ctx context.Context) (*client.Client, error) {
+	opts := make([]client.ClientOpt, 0, len(b.DialOptions))
+	for _, o := range b.DialOptions {
+		opts = append(opts, client.WithGRPCDialOption(o))
+	}
+	return client.New(ctx, b.Addr, opts...)
+}
+
+// Ping checks the daemon answers.
+func (b *BuildKit) Ping(ctx context.Context) error {
+	c, err := b.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Info(ctx)
+	return err
+}
+
+// Build implements Builder.
+func (b *BuildKit) Build(ctx context.Context, req Request) (Result, error) {
+	if err := req.validate(); err != nil {
+		return Result{}, err
+	}
+	c, err := b.client(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("connecting to BuildKit at %s: %w", b.Addr, err)
+	}
+	defer c.Close()
+
+	dockerfile := req.dockerfilePath()
+	ctxFS, err := fsutil.NewFS(req.Context)
+	if err != nil {
+		return Result{}, err
+	}
+	dfFS, err := fsutil.NewFS(filepath.Dir(dockerfile))
+	if err != nil {
+		return Result{}, err
+	}
+	attrs := map[string]string{
+		"filename": filepath.Base(dockerfile),
+		// Present (even empty), "cmdline" tells the Dockerfile frontend it was already forwarded, so a
+		// "# syntax=" line does not make it pull another frontend image.
+		"cmdline": "",
+	}
+	if req.Target != "" {
+		attrs["target"] = req.Target
+	}
+	if req.NoCache {
+		attrs["no-cache"] = ""
+	}
+	for k, v := range req.Args {
+		if k == "BUILDKIT_SYNTAX" {
+			continue // never forward to a frontend image
+		}
+		attrs["build-arg:"+k] = v
+	}
+	insecure := allLoopback(append(append([]string{}, req.Tags...), req.ExportCache))
+	exportAttrs := map[string]string{"name": strings.Join(req.Tags, ",")}
+	if req.Push {
+		exportAttrs["push"] = "true"
+	}
+	if insecure {
+		exportAttrs["registry.insecure"] = "true"
+	}
+	opt := client.SolveOpt{
+		Frontend:      "dockerfile.v0",
+		FrontendAttrs: attrs,
+		LocalMounts:   map[string]fsutil.FS{"context": ctxFS, "dockerfile": dfFS},
+		Exports:       []client.ExportEntry{{Type: client.ExporterImage, Attrs: exportAttrs}},
+		Session: []session.Attachable{authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{
+			ConfigFile: dockerconfig.LoadDefaultConfigFile(io.Discard),
+		})},
+	}
+	if len(req.Secrets) > 0 {
+		srcs := make([]secretsprovider.Source, 0, len(req.Secrets))
+		for _, s := range req.Secrets {
+			srcs = append(srcs, secretsprovider.Source{ID: s.ID, FilePath: s.Src})
+		}
+		store, err := secretsprovider.NewStore(srcs)
+		if err != nil {
+			return Result{}, err
+		}
+		opt.Session = append(opt.Session, secretsprovider.NewSecretProvider(store))
+	}
+	if req.ExportCache != "" {
+		a := map[string]string{"ref": req.ExportCache, "mode": "max"}
+		if allLoopback([]string{req.ExportCache}) {
+			a["registry.insecure"] = "true"
+		}
+		opt.CacheExports = append(opt.CacheExports, client.CacheOptionsEntry{Type: "registry", Attrs: a})
+	}
+	for _, ref := range req.CacheFrom {
+		a := map[string]string{"ref": ref}
+		if allLoopback([]string{ref}) {
+			a["registry.insecure"] = "true"
+		}
+		opt.CacheImports = append(opt.CacheImports, client.CacheOptionsEntry{Type: "registry", Attrs: a})
+	}
+
+	mode := progressui.DisplayMode(req.ProgressMode)
+	if mode == "" {
+		mode = progressui.AutoMode
+	}
+	out := req.Progress
+	if out == nil {
+		out, mode = io.Discard, progressui.QuietMode
+	}
+	disp, err := progressui.NewDisplay(out, mode)
+	if err != nil {
+		return Result{}, err
+	}
+	ch := make(chan *client.SolveStatus)
+	var resp *client.SolveResponse
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		var err error
+		resp, err = c.Solve(ectx, nil, opt, ch)
+		return err
+	})
+	eg.Go(func() error {
+		_, err := disp.UpdateFrom(context.WithoutCancel(ectx), ch)
+		return err
+	})
+	if err := eg.Wait(); err != nil {
+		return Result{}, fmt.Errorf("building %s with %s: %w", req.Tags[0], b.Name(), err)
+	}
+	return Result{Ref: req.Tags[0], Digest: resp.ExporterResponse[exptypes.ExporterImageDigestKey]}, nil
+}
+
+// allLoopback reports whether every non-empty reference names a registry on this machine
+// (localhost, 127.0.0.0/8, ::1): those are reached over plain HTTP, as Docker does by default.
+func allLoopback(refs []string) bool {
+	seen := false
+	for _, r := range refs {
+		if r == "" {
+			continue
+		}
+		seen = true
+		if !isLoopbackRegistry(registryOf(r)) {
+			return false
+		}
+	}
+	return seen
+}
+
+func registryOf(ref string) string {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return ""
+	}
+	return r.Context().RegistryStr()
+}
+
+func isLoopbackRegistry(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

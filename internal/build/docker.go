@@ -1,0 +1,251 @@
+package build
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+
+	dockerbuild "github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+	dockerclient "github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/jsonmessage"
+	"golang.org/x/term"
+)
+
+// DefaultDockerHost is the local Docker daemon when DOCKER_HOST is not set.
+const DefaultDockerHost = "unix:///var/run/docker.sock"
+
+// Docker builds with a Docker daemon through the Engine API (its classic builder, which every
+// daemon has), then pushes with the daemon.
+type Docker struct {
+	// Host is the daemon address: unix:///var/run/docker.sock, tcp://HOST:PORT, ...
+	Host string
+	// NetworkMode for RUN steps; "" is the daemon's default (tests with a daemon without a bridge use "none").
+	NetworkMode string
+
+	client *dockerclient.Client
+}
+
+// NewDocker makes a Docker builder for host (DefaultDockerHost when empty).
+func NewDocker(host string) (*Docker, error) {
+	if host == "" {
+		host = DefaultDockerHost
+	}
+	c, err := dockerclient.NewClientWithOpts(dockerclient.WithHost(host), dockerclient.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker host %s: %w", host, err)
+	}
+	return &Docker{Host: host, client: c}, nil
+}
+
+// Name implements Builder.
+func (d *Docker) Name() string { return "Docker daemon at " + d.Host }
+
+// Close releases the client's connections.
+func (d *Docker) Close() error { return d.client.Close() }
+
+// Ping checks the daemon answers.
+func (d *Docker) Ping(ctx context.Context) error {
+	_, err := d.client.Ping(ctx)
+	return err
+}
+
+// dockerfileInTar is where the Dockerfile goes when it lies outside the context.
+const dockerfileInTar = ".devtool.Dockerfile"
+
+// Build implements Builder.
+func (d *Docker) Build(ctx context.Context, req Request) (Result, error) {
+	if err := req.validate(); err != nil {
+		return Result{}, err
+	}
+	if len(req.Secrets) > 0 {
+		return Result{}, fmt.Errorf("build secrets need BuildKit, and %s builds with its classic builder: "+
+			"set BUILDKIT_HOST=HOST:PORT to a BuildKit daemon to use --secret", d.Name())
+	}
+	dockerfile := req.dockerfilePath()
+	patterns, err := ignorePatterns(req.Context, dockerfile)
+	if err != nil {
+		return Result{}, err
+	}
+	dfName := dockerfileInTar
+	if rel, err := filepath.Rel(req.Context, dockerfile); err == nil && filepath.IsLocal(rel) {
+		dfName = filepath.ToSlash(rel)
+	}
+	out := req.Progress
+	if out == nil {
+		out = io.Discard
+	}
+	fd, isTerm := terminalOf(out, req.ProgressMode)
+
+	for _, ref := range req.CacheFrom { // the classic builder uses local images as cache: pull them, if they exist
+		if rc, err := d.client.ImagePull(ctx, ref, image.PullOptions{RegistryAuth: emptyAuth}); err == nil {
+			_ = jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil)
+			rc.Close()
+		}
+	}
+
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeContextTar(pw, req.Context, patterns, dockerfile, dfName)) }()
+	args := make(map[string]*string, len(req.Args))
+	for k, v := range req.Args {
+		args[k] = &v
+	}
+	resp, err := d.client.ImageBuild(ctx, pr, dockerbuild.ImageBuildOptions{
+		Tags:        req.Tags,
+		Dockerfile:  dfName,
+		BuildArgs:   args,
+		Target:      req.Target,
+		NoCache:     req.NoCache,
+		Remove:      true,
+		ForceRemove: true,
+		CacheFrom:   req.CacheFrom,
+		NetworkMode: d.NetworkMode,
+		Version:     dockerbuild.BuilderV1,
+	})
+	if err != nil {
+		pr.CloseWithError(err)
+		return Result{}, fmt.Errorf("building %s with %s: %w", req.Tags[0], d.Name(), err)
+	}
+	err = jsonmessage.DisplayJSONMessagesStream(resp.Body, out, fd, isTerm, nil)
+	resp.Body.Close()
+	if err != nil {
+		return Result{}, fmt.Errorf("building %s with %s: %w", req.Tags[0], d.Name(), err)
+	}
+	res := Result{Ref: req.Tags[0]}
+	if !req.Push {
+		return res, nil
+	}
+	for i, ref := range req.Tags {
+		digest, err := d.push(ctx, ref, out, fd, isTerm)
+		if err != nil {
+			return Result{}, err
+		}
+		if i == 0 {
+			res.Digest = digest
+		}
+	}
+	if req.ExportCache != "" { // the classic builder's cache is the image itself
+		if err := d.client.ImageTag(ctx, req.Tags[0], req.ExportCache); err != nil {
+			return Result{}, fmt.Errorf("tagging the cache image %s: %w", req.ExportCache, err)
+		}
+		if _, err := d.push(ctx, req.ExportCache, out, fd, isTerm); err != nil {
+			return Result{}, err
+		}
+	}
+	return res, nil
+}
+
+// emptyAuth is the X-Registry-Auth header for "no credentials"; the daemon then uses its own.
+var emptyAuth = base64.URLEncoding.EncodeToString([]byte("{}"))
+
+func (d *Docker) push(ctx context.Context, ref string, out io.Writer, fd uintptr, isTerm bool) (string, error) {
+	rc, err := d.client.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: emptyAuth})
+	if err != nil {
+		return "", fmt.Errorf("pushing %s: %w", ref, err)
+	}
+	defer rc.Close()
+	var digest string
+	err = jsonmessage.DisplayJSONMessagesStream(rc, out, fd, isTerm, func(m jsonmessage.JSONMessage) {
+		var aux struct{ Digest string }
+		if m.Aux != nil && json.Unmarshal(*m.Aux, &aux) == nil && aux.Digest != "" {
+			digest = aux.Digest
+		}
+	})
+	if err != nil {
+		return "", fmt.Errorf("pushing %s: %w", ref, err)
+	}
+	return digest, nil
+}
+
+func terminalOf(w io.Writer, mode string) (uintptr, bool) {
+	if mode == "plain" || mode == "quiet" {
+		return 0, false
+	}
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return 0, false
+	}
+	return f.Fd(), true
+}
+
+// writeContextTar streams the build context as a tar, without what .dockerignore excludes, with the
+// Dockerfile always included (at dfName).
+func writeContextTar(w io.Writer, dir string, patterns []string, dockerfile, dfName string) error {
+	tw := tar.NewWriter(w)
+	sawDockerfile := false
+	err := walkContext(dir, patterns, func(rel, abs string, de fs.DirEntry) error {
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if info.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(abs); err != nil {
+				return err
+			}
+		} else if !info.Mode().IsRegular() && !info.IsDir() {
+			return nil
+		}
+		hdr, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		hdr.Name = rel
+		if info.IsDir() {
+			hdr.Name += "/"
+		}
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		if rel == dfName {
+			sawDockerfile = true
+		}
+		return addToTar(tw, hdr, abs)
+	})
+	if err != nil {
+		return err
+	}
+	if !sawDockerfile {
+		info, err := os.Stat(dockerfile)
+		if err != nil {
+			return err
+		}
+		hdr, err := tar.FileInfoHeader(info, "")
+		if err != nil {
+			return err
+		}
+		hdr.Name, hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = dfName, 0, 0, "", ""
+		if dir := path.Dir(dfName); dir != "." {
+			hdr.Name = dfName // parent folders are implicit in a build context tar
+		}
+		if err := addToTar(tw, hdr, dockerfile); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+func addToTar(tw *tar.Writer, hdr *tar.Header, abs string) error {
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		return nil
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	n, err := io.Copy(tw, f)
+	if err == nil && n != hdr.Size {
+		err = errors.New("file changed while reading: " + abs)
+	}
+	return err
+}

@@ -1,0 +1,183 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Environment variables read by this package (always through an injected getenv).
+const (
+	EnvBuildKitHost              = "BUILDKIT_HOST"
+	EnvDockerHost                = "DOCKER_HOST"
+	EnvRegistry                  = "DEVTOOL_REGISTRY"
+	EnvKeepaliveTime             = "DEVTOOL_KEEPALIVE_CLIENT_TIME_MS"
+	EnvKeepaliveTimeout          = "DEVTOOL_KEEPALIVE_CLIENT_TIMEOUT_MS"
+	EnvKeepalivePermitWithoutRPC = "DEVTOOL_KEEPALIVE_CLIENT_PERMIT_WITHOUT_STREAM"
+)
+
+// Keepalive limits from the spec.
+const (
+	MinKeepaliveTime        = 10 * time.Second
+	DefaultKeepaliveTimeout = 20 * time.Second
+)
+
+// KeepaliveFromEnv reads the client keepalive variables. It returns nil when keepalive is off
+// (DEVTOOL_KEEPALIVE_CLIENT_TIME_MS unset or 0: the default, "infinity"). A time below 10 s is raised
+// to 10 s; the timeout defaults to 20 s; pings without active RPCs are off unless the third variable is true.
+func KeepaliveFromEnv(getenv func(string) string) (*keepalive.ClientParameters, error) {
+	ms := func(name string) (time.Duration, bool, error) {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return 0, false, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, false, fmt.Errorf("%s=%q: want a number of milliseconds", name, v)
+		}
+		return time.Duration(n) * time.Millisecond, true, nil
+	}
+	t, set, err := ms(EnvKeepaliveTime)
+	if err != nil {
+		return nil, err
+	}
+	timeout, timeoutSet, err := ms(EnvKeepaliveTimeout)
+	if err != nil {
+		return nil, err
+	}
+	permit := false
+	if v := strings.TrimSpace(getenv(EnvKeepalivePermitWithoutRPC)); v != "" {
+		if permit, err = strconv.ParseBool(v); err != nil {
+			return nil, fmt.Errorf("%s=%q: want true or false", EnvKeepalivePermitWithoutRPC, v)
+		}
+	}
+	if !set || t == 0 {
+		return nil, nil
+	}
+	if t < MinKeepaliveTime {
+		t = MinKeepaliveTime
+	}
+	if !timeoutSet || timeout == 0 {
+		timeout = DefaultKeepaliveTimeout
+	}
+	return &keepalive.ClientParameters{Time: t, Timeout: timeout, PermitWithoutStream: permit}, nil
+}
+
+// SelectOptions say where builds may run.
+type SelectOptions struct {
+	// IsPlatform: the current context is a devtool platform (its build service wins).
+	IsPlatform  bool
+	PlatformURL string
+	// ContextBuilder is the context's builder: a BuildKit address, "docker", or "".
+	ContextBuilder string
+	Getenv         func(string) string
+	Logger         *slog.Logger
+	// ProbeTimeout bounds each reachability check (default 5 s).
+	ProbeTimeout time.Duration
+}
+
+// Select picks the builder: the platform's build service when the context is a platform; else
+// BUILDKIT_HOST; else the context's builder address; else the local Docker daemon (DOCKER_HOST or the
+// default socket). Each candidate is checked; the first that answers is used. When none does, the
+// error lists every address tried and why it failed.
+func Select(ctx context.Context, opts SelectOptions) (Builder, error) {
+	if opts.IsPlatform {
+		return &Platform{URL: opts.PlatformURL}, nil
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	timeout := opts.ProbeTimeout
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	ka, err := KeepaliveFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	var dialOpts []grpc.DialOption
+	if ka != nil {
+		dialOpts = append(dialOpts, grpc.WithKeepaliveParams(*ka))
+	}
+
+	type candidate struct {
+		source string
+		b      interface {
+			Builder
+			Ping(context.Context) error
+		}
+	}
+	var cands []candidate
+	if h := getenv(EnvBuildKitHost); strings.TrimSpace(h) != "" {
+		cands = append(cands, candidate{"BUILDKIT_HOST", &BuildKit{Addr: NormalizeBuildKitHost(h), DialOptions: dialOpts}})
+	}
+	if cb := strings.TrimSpace(opts.ContextBuilder); cb != "" && cb != "docker" {
+		cands = append(cands, candidate{"the context's builder", &BuildKit{Addr: NormalizeBuildKitHost(cb), DialOptions: dialOpts}})
+	}
+	dockerHost := getenv(EnvDockerHost)
+	source := "DOCKER_HOST"
+	if dockerHost == "" {
+		dockerHost, source = DefaultDockerHost, "the local Docker daemon"
+	}
+	d, err := NewDocker(dockerHost)
+	if err != nil {
+		return nil, err
+	}
+	cands = append(cands, candidate{source, d})
+
+	var tried []string
+	for _, c := range cands {
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		err := c.b.Ping(pctx)
+		cancel()
+		if err == nil {
+			if len(tried) > 0 {
+				log.Warn("builder not reachable, using the next one", "tried", strings.Join(tried, "; "), "using", c.b.Name())
+			}
+			if c.b != d {
+				_ = d.Close()
+			}
+			return c.b, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		tried = append(tried, fmt.Sprintf("%s (%s): %s", c.b.Name(), c.source, firstLine(err)))
+	}
+	_ = d.Close()
+	return nil, &NoBuilderError{Tried: tried}
+}
+
+// NoBuilderError says no builder answered, and what was tried.
+type NoBuilderError struct{ Tried []string }
+
+func (e *NoBuilderError) Error() string {
+	return "no image builder is reachable; tried:\n  - " + strings.Join(e.Tried, "\n  - ") +
+		"\nset BUILDKIT_HOST=HOST:PORT to a BuildKit daemon, or start Docker (DOCKER_HOST selects another daemon)"
+}
+
+// ErrNoBuilder matches a *NoBuilderError with errors.Is.
+var ErrNoBuilder = errors.New("no image builder is reachable")
+
+// Is makes errors.Is(err, ErrNoBuilder) true.
+func (e *NoBuilderError) Is(target error) bool { return target == ErrNoBuilder }
+
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

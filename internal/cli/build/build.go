@@ -1,0 +1,274 @@
+// Package build implements `devtool build`.
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devtool/devtool/internal/build"
+	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/compose"
+	"github.com/devtool/devtool/internal/iostreams"
+)
+
+// Options are the inputs of `devtool build`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Logger  *slog.Logger
+	Getenv  func(string) string
+	Environ map[string]string
+	WorkDir string
+	Target  func(cmdutil.KubeFlags) (*cmdutil.Target, error)
+	// SelectBuilder picks the builder (build.Select; tests replace it).
+	SelectBuilder func(context.Context, build.SelectOptions) (build.Builder, error)
+
+	Kube        cmdutil.KubeFlags
+	File        string
+	NoCache     bool
+	Secrets     []build.Secret
+	ExportCache string
+	CacheFrom   []string
+	Tag         string
+	Services    []string
+}
+
+// NewCmd builds the command. runF replaces run in tests of flag parsing.
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Logger: f.Logger, Getenv: f.Getenv, WorkDir: f.WorkDir, Target: f.Target,
+		Environ: environMap(os.Environ()), SelectBuilder: build.Select}
+	var secrets []string
+	cmd := &cobra.Command{
+		Use:   "build [service...]",
+		Short: "Build and push the images of the build section",
+		Long: `Build and push the images of the Compose services that have a build section (all of them, or the
+services named). A service without an image gets <registry>/<namespace>/<name>-<service>:<content hash>;
+when the registry already has that tag, nothing is built.
+
+With --file pointing to a Dockerfile, that file is built directly (its folder is the build context)
+and pushed as --tag.
+
+Builds run on the platform's build service when the context is a platform, else on the BuildKit daemon
+of BUILDKIT_HOST (HOST:PORT), else on the local Docker daemon (DOCKER_HOST or the default socket).`,
+		Example: `  devtool build
+  devtool build api worker
+  devtool build -f Dockerfile --tag 127.0.0.1:25000/me/app:dev --secret id=npm,src=$HOME/.npmrc`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Services = args
+			for _, s := range secrets {
+				sec, err := build.ParseSecret(s)
+				if err != nil {
+					return cmdutil.FlagErrorf("--secret: %v", err)
+				}
+				if !filepath.IsAbs(sec.Src) {
+					sec.Src = filepath.Join(opts.WorkDir, sec.Src)
+				}
+				opts.Secrets = append(opts.Secrets, sec)
+			}
+			if opts.Tag != "" && !isDockerfile(opts.File) {
+				return cmdutil.FlagErrorf("--tag needs --file pointing to a Dockerfile")
+			}
+			if isDockerfile(opts.File) && len(args) > 0 {
+				return cmdutil.FlagErrorf("no service names with --file pointing to a Dockerfile")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return run(cmd.Context(), opts)
+		},
+	}
+	opts.Kube.AddFlags(cmd)
+	fl := cmd.Flags()
+	fl.StringVarP(&opts.File, "file", "f", "", "the manifest or Compose file, or a Dockerfile to build directly")
+	fl.BoolVar(&opts.NoCache, "no-cache", false, "build without using the build cache (and rebuild unchanged images)")
+	fl.StringArrayVar(&secrets, "secret", nil, "a secret for RUN --mount=type=secret: id=<id>,src=<path> (repeatable)")
+	fl.StringVar(&opts.ExportCache, "export-cache", "", "image reference to export the build cache to")
+	fl.StringArrayVar(&opts.CacheFrom, "cache-from", nil, "image reference to import build cache from (repeatable)")
+	fl.StringVarP(&opts.Tag, "tag", "t", "", "image name for --file Dockerfile builds")
+	return cmd
+}
+
+// isDockerfile tells a Dockerfile from a manifest or Compose file by its name.
+func isDockerfile(file string) bool {
+	if file == "" {
+		return false
+	}
+	base := strings.ToLower(filepath.Base(file))
+	if strings.HasSuffix(base, ".yml") || strings.HasSuffix(base, ".yaml") {
+		return false
+	}
+	return strings.Contains(base, "dockerfile") || strings.HasSuffix(base, ".containerfile") || base == "containerfile"
+}
+
+func run(ctx context.Context, opts *Options) error {
+	target, targetErr := opts.Target(opts.Kube)
+	sel := build.SelectOptions{Getenv: opts.Getenv, Logger: opts.Logger}
+	if target != nil {
+		sel.IsPlatform, sel.ContextBuilder = target.IsPlatform, target.Builder
+	}
+	mode := "plain"
+	if opts.IO.IsStderrTTY() {
+		mode = "auto"
+	}
+	if isDockerfile(opts.File) {
+		return runDockerfile(ctx, opts, sel, target, mode)
+	}
+
+	file := opts.File
+	if file == "" {
+		f, err := compose.FindFile(opts.WorkDir)
+		if err != nil {
+			return err
+		}
+		file = f
+	} else if !filepath.IsAbs(file) {
+		file = filepath.Join(opts.WorkDir, file)
+	}
+	p, err := compose.Load(compose.LoadOptions{File: file, Environ: opts.Environ})
+	if err != nil {
+		return err
+	}
+	images, err := imagesToBuild(p, opts.Services)
+	if err != nil {
+		return err
+	}
+	if len(images) == 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "No service of %s has a build section: nothing to build.\n", file)
+		return nil
+	}
+	registry := opts.Getenv(build.EnvRegistry)
+	namespace := ""
+	if target != nil {
+		if target.Registry != "" {
+			registry = target.Registry
+		}
+		namespace = target.Namespace
+	}
+	if namespace == "" && needsDerivedName(images) {
+		if targetErr != nil {
+			return fmt.Errorf("image names need the namespace of the current context: %w", targetErr)
+		}
+		return errors.New("image names need a namespace: pass --namespace")
+	}
+	b, err := opts.SelectBuilder(ctx, sel)
+	if err != nil {
+		return err
+	}
+	name := p.Name
+	if name == "" {
+		name = filepath.Base(filepath.Dir(file))
+	}
+	res, err := build.EnsureImages(ctx, build.EnsureOptions{
+		Builder: b, Registry: registry, Namespace: namespace, Name: name,
+		NoCache: opts.NoCache, Secrets: opts.Secrets, ExportCache: opts.ExportCache, CacheFrom: opts.CacheFrom,
+		Progress: opts.IO.ErrOut, ProgressMode: mode,
+		OnStart: func(service, ref string) {
+			fmt.Fprintf(opts.IO.ErrOut, "Building %s (%s) with %s\n", service, ref, b.Name())
+		},
+	}, images)
+	if err != nil {
+		return err
+	}
+	for _, img := range images {
+		r := res[img.Service]
+		if r.Skipped {
+			fmt.Fprintf(opts.IO.ErrOut, "%s: %s is in the registry already, unchanged: not built\n", img.Service, r.Ref)
+		}
+		fmt.Fprintln(opts.IO.Out, r.Ref)
+	}
+	return nil
+}
+
+func needsDerivedName(images []build.Image) bool {
+	for _, img := range images {
+		if img.Image == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// imagesToBuild lists the services with a build section (those named, in file order, when names are given).
+func imagesToBuild(p *compose.Project, names []string) ([]build.Image, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		s := p.Service(n)
+		if s == nil {
+			return nil, cmdutil.FlagErrorf("no service %q in %s", n, p.File)
+		}
+		if s.Build == nil {
+			return nil, cmdutil.FlagErrorf("service %q has no build section", n)
+		}
+		want[n] = true
+	}
+	var out []build.Image
+	for _, s := range p.Services {
+		if s.Build == nil || (len(want) > 0 && !want[s.Name]) {
+			continue
+		}
+		out = append(out, build.Image{Service: s.Name, Image: s.Image, Build: s.Build})
+	}
+	return out, nil
+}
+
+func runDockerfile(ctx context.Context, opts *Options, sel build.SelectOptions, target *cmdutil.Target, mode string) error {
+	df := opts.File
+	if !filepath.IsAbs(df) {
+		df = filepath.Join(opts.WorkDir, df)
+	}
+	if _, err := os.Stat(df); err != nil {
+		return cmdutil.FlagErrorf("--file: %v", err)
+	}
+	req := build.Request{
+		Context: filepath.Dir(df), Dockerfile: filepath.Base(df), Push: true,
+		NoCache: opts.NoCache, Secrets: opts.Secrets, ExportCache: opts.ExportCache, CacheFrom: opts.CacheFrom,
+		Progress: opts.IO.ErrOut, ProgressMode: mode,
+	}
+	tag := opts.Tag
+	if tag == "" {
+		registry := opts.Getenv(build.EnvRegistry)
+		if target != nil && target.Registry != "" {
+			registry = target.Registry
+		}
+		if target == nil || registry == "" || registry == "-" {
+			return cmdutil.FlagErrorf("--tag is required to build a Dockerfile when there is no registry and namespace to name the image")
+		}
+		hash, err := build.ContentTag(req)
+		if err != nil {
+			return err
+		}
+		if tag, err = build.ImageName(registry, target.Namespace, filepath.Base(req.Context), "", hash); err != nil {
+			return err
+		}
+	}
+	req.Tags = []string{tag}
+	b, err := opts.SelectBuilder(ctx, sel)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "Building %s with %s\n", tag, b.Name())
+	res, err := b.Build(ctx, req)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(opts.IO.Out, res.Ref+"\n")
+	return err
+}
+
+// environMap turns "NAME=value" entries into a map (the Compose loader's environment).
+func environMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			m[k] = v
+		}
+	}
+	return m
+}
