@@ -13,7 +13,7 @@ import (
 	"github.com/devtool/devtool/internal/compose"
 )
 
-func writeFiles(t *testing.T, dir string, files map[string]string) {
+func writeFiles(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, name)

@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -68,7 +69,7 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	reg := httptest.NewServer(registry.New())
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer reg.Close()
 	env.regHost = strings.TrimPrefix(reg.URL, "http://")
 
@@ -393,4 +394,21 @@ func digestOf(t *testing.T, ref string) string {
 		t.Fatalf("HEAD %s: %v", ref, err)
 	}
 	return d.Digest.String()
+}
+
+// Accessors for the external test package (the `devtool build` command tests).
+
+// HarnessBuildKit returns the test buildkitd's address, or ends the test when there is none.
+func HarnessBuildKit(t testing.TB) string { needDaemons(t); return env.buildkit }
+
+// HarnessRegistry returns the in-process registry's host:port.
+func HarnessRegistry() string { return env.regHost }
+
+// HarnessBusybox returns the busybox base image in the in-process registry.
+func HarnessBusybox() string { return env.busyboxBase }
+
+// HarnessImageFiles reads the files of an image.
+func HarnessImageFiles(t *testing.T, ref string) map[string]string {
+	f, _ := imageFiles(t, ref)
+	return f
 }
