@@ -25,7 +25,34 @@ func ContentTag(req Request) (string, error) {
 	h := sha256.New()
 	field := func(kind, s string) { fmt.Fprintf(h, "%s %d %s\n", kind, len(s), s) }
 	field("v", "devtool-build-1")
-	err = walkContext(req.Context, patterns, func(rel, abs string, d fs.DirEntry) error {
+	if err := hashTree(h, req.Context, patterns); err != nil {
+		return "", err
+	}
+	df, err := os.ReadFile(dockerfile)
+	if err != nil {
+		return "", fmt.Errorf("dockerfile: %w", err)
+	}
+	field("dockerfile", string(df))
+	field("target", req.Target)
+	for _, k := range sortedKeys(req.Args) {
+		field("arg", k+"="+req.Args[k])
+	}
+	ids := make([]string, 0, len(req.Secrets))
+	for _, s := range req.Secrets {
+		ids = append(ids, s.ID)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		field("secret", id)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:24], nil
+}
+
+// hashTree writes to h every file, folder and symlink of dir that patterns keep: path, type,
+// permissions and content digest.
+func hashTree(h io.Writer, dir string, patterns []string) error {
+	field := func(kind, s string) { fmt.Fprintf(h, "%s %d %s\n", kind, len(s), s) }
+	err := walkContext(dir, patterns, func(rel, abs string, d fs.DirEntry) error {
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -55,26 +82,9 @@ func ContentTag(req Request) (string, error) {
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("reading build context %s: %w", req.Context, err)
+		return fmt.Errorf("reading build context %s: %w", dir, err)
 	}
-	df, err := os.ReadFile(dockerfile)
-	if err != nil {
-		return "", fmt.Errorf("dockerfile: %w", err)
-	}
-	field("dockerfile", string(df))
-	field("target", req.Target)
-	for _, k := range sortedKeys(req.Args) {
-		field("arg", k+"="+req.Args[k])
-	}
-	ids := make([]string, 0, len(req.Secrets))
-	for _, s := range req.Secrets {
-		ids = append(ids, s.ID)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		field("secret", id)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:24], nil
+	return nil
 }
 
 func fileDigest(path string) (string, error) {
