@@ -40,5 +40,8 @@ cluster-build: ## build or find the cached cluster binaries
 cluster-up: ## start the local Kubernetes cluster (root); writes /tmp/devtool-cluster/kubeconfig
 	hack/cluster/up.sh
 
+demo: ## the main job: local cluster, then a real deploy of examples/hello and a request to it
+	hack/demo.sh
+
 cluster-down: ## stop the local cluster and remove everything it made on the host
 	hack/cluster/down.sh

@@ -34,7 +34,7 @@ func run() int {
 		fmt.Fprintf(ios.ErrOut, "Error: cannot read the working directory: %v\n", err)
 		return cmdutil.ExitError
 	}
-	f := &cmdutil.Factory{IOStreams: ios, Logger: logger, Getenv: os.Getenv, WorkDir: wd}
+	f := &cmdutil.Factory{IOStreams: ios, Logger: logger, Getenv: os.Getenv, Environ: os.Environ(), WorkDir: wd}
 	f.Target = (&contexts.Resolver{Getenv: os.Getenv}).Resolve
 
 	cmd := root.NewCmd(f, level)

@@ -28,6 +28,10 @@ wait_for() { # what timeout-seconds cmd...: retry every 0.2 s
   echo "cluster-up: timed out waiting for $what; logs are in $LOG" >&2; exit 1
 }
 k() { kubectl --kubeconfig "$KUBECONFIG_OUT" "$@"; }
+put() { # file: write stdin to file only when it differs; running components (kube-proxy) exit when their config changes
+  cat > "$1.new"
+  if cmp -s "$1.new" "$1"; then rm -f "$1.new"; else mv "$1.new" "$1"; fi
+}
 NODE_NAME=$(hostname | tr '[:upper:]' '[:lower:]')
 API=https://127.0.0.1:$API_PORT
 C=$STATE/containerd
@@ -107,7 +111,7 @@ start kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$RUN/scheduler.kubeconf
 
 # --- image registry on loopback (Debian's docker-registry); containerd pulls from it over plain HTTP
 mkdir -p "$STATE/registry"
-cat > "$RUN/registry.yml" <<REGISTRY_CONFIG
+put "$RUN/registry.yml" <<REGISTRY_CONFIG
 version: 0.1
 log: {level: warn, accesslog: {disabled: true}}
 storage:
@@ -121,12 +125,12 @@ start registry docker-registry serve "$RUN/registry.yml"
 
 # --- node: containerd + kubelet
 mkdir -p "$C/certs.d/127.0.0.1:$REGISTRY_PORT" "$STATE/cni/net.d" "$STATE/kubelet" "$STATE/pod-logs"
-cat > "$C/certs.d/127.0.0.1:$REGISTRY_PORT/hosts.toml" <<HOSTS_TOML
+put "$C/certs.d/127.0.0.1:$REGISTRY_PORT/hosts.toml" <<HOSTS_TOML
 server = "http://127.0.0.1:$REGISTRY_PORT"
 [host."http://127.0.0.1:$REGISTRY_PORT"]
   capabilities = ["pull", "resolve"]
 HOSTS_TOML
-cat > "$C/config.toml" <<CONTAINERD_CONFIG
+put "$C/config.toml" <<CONTAINERD_CONFIG
 version = 2
 root = "$C/root"
 state = "$C/state"
@@ -153,7 +157,7 @@ state = "$C/state"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
       Root = "$C/runc"
 CONTAINERD_CONFIG
-cat > "$STATE/cni/net.d/10-devtool.conflist" <<CNI_CONFIG
+put "$STATE/cni/net.d/10-devtool.conflist" <<CNI_CONFIG
 {"cniVersion": "1.0.0", "name": "devtool", "plugins": [
   {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$BRIDGE_IP"}]],
@@ -165,7 +169,7 @@ for i in pause busybox; do ctr --address "$C/containerd.sock" -n k8s.io images i
 say "images imported (pause, busybox:local)"
 
 # Cluster DNS: CoreDNS on the bridge address, answering cluster.local only (nothing is forwarded off the machine).
-cat > "$RUN/Corefile" <<COREFILE
+put "$RUN/Corefile" <<COREFILE
 cluster.local in-addr.arpa {
   bind $BRIDGE_IP
   kubernetes cluster.local in-addr.arpa {
@@ -179,7 +183,7 @@ start coredns "$BIN/coredns" -conf "$RUN/Corefile"
 
 # cgroup v1 with the cgroupfs driver: the kubelet puts pods under /devtool in every hierarchy.
 for d in $(awk '$3 == "cgroup" {print $2}' /proc/mounts); do mkdir -p "$d/devtool"; done
-cat > "$RUN/kubelet.yaml" <<KUBELET_CONFIG
+put "$RUN/kubelet.yaml" <<KUBELET_CONFIG
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
@@ -210,7 +214,7 @@ start kubelet "$BIN/kubelet" --config "$RUN/kubelet.yaml" --kubeconfig "$RUN/kub
 
 # --- kube-proxy (iptables mode) for ClusterIPs
 [ -f "$RUN/route_localnet.orig" ] || cat /proc/sys/net/ipv4/conf/all/route_localnet > "$RUN/route_localnet.orig"
-cat > "$RUN/kube-proxy.yaml" <<KUBE_PROXY_CONFIG
+put "$RUN/kube-proxy.yaml" <<KUBE_PROXY_CONFIG
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -231,6 +235,10 @@ k apply -f - >/dev/null <<STORAGE
 apiVersion: v1
 kind: Namespace
 metadata: {name: local-path-storage}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: local-path-provisioner-service-account, namespace: local-path-storage}
 ---
 apiVersion: storage.k8s.io/v1
 kind: StorageClass

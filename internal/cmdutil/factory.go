@@ -13,6 +13,8 @@ type Factory struct {
 	Logger    *slog.Logger
 	// Getenv reads the environment; tests replace it instead of calling os.Setenv.
 	Getenv func(string) string
+	// Environ is the whole environment ("NAME=value"), for interpolation and child processes.
+	Environ []string
 	// WorkDir is the directory commands resolve relative paths against (the process's cwd in main).
 	WorkDir string
 	// Target resolves where a cluster command runs (see KubeFlags). Built in main.

@@ -16,6 +16,8 @@ type Client struct {
 	Clientset kubernetes.Interface
 	Namespace string // the namespace to use when the caller gives none
 	Context   string // the kubeconfig context in use
+
+	objects *Objects // dynamic layer, created on first use
 }
 
 // LoadOptions selects a kubeconfig and, optionally, a context and namespace within it.

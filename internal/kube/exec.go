@@ -6,6 +6,7 @@ import (
 	"io"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 )
@@ -40,7 +41,11 @@ func (c *Client) Exec(ctx context.Context, o ExecOptions) error {
 	if err != nil {
 		return fmt.Errorf("exec in %s/%s: %w", o.Namespace, o.Pod, err)
 	}
-	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool { return true })
+	// Fall back only when the WebSocket upgrade itself failed (as kubectl does): any later error
+	// means the command already ran, and running it again over SPDY would run it twice.
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
 	if err != nil {
 		return fmt.Errorf("exec in %s/%s: %w", o.Namespace, o.Pod, err)
 	}

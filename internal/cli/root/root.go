@@ -13,6 +13,9 @@ import (
 	"github.com/devtool/devtool/internal/cli/analytics"
 	buildcmd "github.com/devtool/devtool/internal/cli/build"
 	contextcmd "github.com/devtool/devtool/internal/cli/context"
+	deploycmd "github.com/devtool/devtool/internal/cli/deploy"
+	"github.com/devtool/devtool/internal/cli/destroy"
+	"github.com/devtool/devtool/internal/cli/endpoints"
 	"github.com/devtool/devtool/internal/cli/namespace"
 	"github.com/devtool/devtool/internal/cli/version"
 	"github.com/devtool/devtool/internal/cmdutil"
@@ -53,6 +56,9 @@ development containers with live file sync and port forwarding.`,
 
 	cmd.AddCommand(version.NewCmd(f, nil))
 	cmd.AddCommand(buildcmd.NewCmd(f, nil))
+	cmd.AddCommand(deploycmd.NewCmd(f, nil))
+	cmd.AddCommand(destroy.NewCmd(f, nil))
+	cmd.AddCommand(endpoints.NewCmd(f, nil))
 	cmd.AddCommand(contextcmd.NewCmd(f, nil))
 	cmd.AddCommand(namespace.NewCmd(f, nil))
 	cmd.AddCommand(analytics.NewCmd(f, nil))
