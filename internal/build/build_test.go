@@ -312,6 +312,12 @@ func TestEnsureImages(t *testing.T) {
 	if !res["web"].Skipped || !res["db"].Skipped || len(fb.built) != 0 {
 		t.Errorf("deploy: %+v, built %d", res, len(fb.built))
 	}
+	// Everything present: no builder is needed (NewBuilder is not called).
+	o.Builder, o.NewBuilder = nil, func(context.Context) (Builder, error) { return nil, errors.New("no builder reachable") }
+	if res, err := EnsureImages(context.Background(), o, images); err != nil || !res["db"].Skipped {
+		t.Errorf("all present without a builder: %+v %v", res, err)
+	}
+	o.Builder = fb
 	// deploy --build: everything.
 	o.Force = true
 	fb.built = nil

@@ -25,7 +25,10 @@ type Image struct {
 
 // EnsureOptions say how EnsureImages names, checks and builds images.
 type EnsureOptions struct {
-	Builder Builder
+	// Builder builds; when nil, NewBuilder is called the first time a build is needed, so a deploy
+	// whose images all exist needs no reachable builder.
+	Builder    Builder
+	NewBuilder func(context.Context) (Builder, error)
 	// Registry, Namespace and Name make derived image names: <Registry>/<Namespace>/<Name>-<service>:<hash>.
 	Registry, Namespace, Name string
 	// Force builds every image, even when the registry has it (deploy --build).
@@ -45,8 +48,8 @@ type EnsureOptions struct {
 
 	// Exists checks whether a registry has ref; default RemoteExists.
 	Exists func(ctx context.Context, ref string) (bool, error)
-	// OnStart, if set, is told before each image is built or checked (for "building x" lines).
-	OnStart func(service, ref string)
+	// OnBuild, if set, is told before each image is built (for "Building x" lines).
+	OnBuild func(service, ref string, b Builder)
 }
 
 // EnsureImages makes sure every image exists in its registry, building and pushing those that must
@@ -93,9 +96,6 @@ func EnsureImages(ctx context.Context, opts EnsureOptions, images []Image) (map[
 			skippable = true
 		}
 		req.Tags = []string{ref}
-		if opts.OnStart != nil {
-			opts.OnStart(img.Service, ref)
-		}
 		if skippable && !opts.Force && !opts.NoCache {
 			ok, err := exists(ctx, ref)
 			if err != nil {
@@ -107,7 +107,17 @@ func EnsureImages(ctx context.Context, opts EnsureOptions, images []Image) (map[
 			}
 		}
 		if opts.Builder == nil {
-			return nil, errors.New("no builder")
+			if opts.NewBuilder == nil {
+				return nil, errors.New("no builder")
+			}
+			b, err := opts.NewBuilder(ctx)
+			if err != nil {
+				return nil, err
+			}
+			opts.Builder = b
+		}
+		if opts.OnBuild != nil {
+			opts.OnBuild(img.Service, ref, opts.Builder)
 		}
 		res, err := opts.Builder.Build(ctx, req)
 		if err != nil {

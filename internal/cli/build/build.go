@@ -157,19 +157,16 @@ func run(ctx context.Context, opts *Options) error {
 		}
 		return errors.New("image names need a namespace: pass --namespace")
 	}
-	b, err := opts.SelectBuilder(ctx, sel)
-	if err != nil {
-		return err
-	}
 	name := p.Name
 	if name == "" {
 		name = filepath.Base(filepath.Dir(file))
 	}
 	res, err := build.EnsureImages(ctx, build.EnsureOptions{
-		Builder: b, Registry: registry, Namespace: namespace, Name: name,
+		NewBuilder: func(ctx context.Context) (build.Builder, error) { return opts.SelectBuilder(ctx, sel) },
+		Registry:   registry, Namespace: namespace, Name: name,
 		NoCache: opts.NoCache, Secrets: opts.Secrets, ExportCache: opts.ExportCache, CacheFrom: opts.CacheFrom,
 		Progress: opts.IO.ErrOut, ProgressMode: mode,
-		OnStart: func(service, ref string) {
+		OnBuild: func(service, ref string, b build.Builder) {
 			fmt.Fprintf(opts.IO.ErrOut, "Building %s (%s) with %s\n", service, ref, b.Name())
 		},
 	}, images)
