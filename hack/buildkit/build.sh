@@ -34,7 +34,8 @@ build_buildkit() {
   # `go install pkg@version` refuses buildkit (its go.mod has exclude directives): build in a copy of the module.
   local dir src=$CACHE/src/buildkit-$BUILDKIT_VERSION
   if [ ! -d "$src" ]; then
-    dir=$(go mod download -json "github.com/moby/buildkit@$BUILDKIT_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    # outside any module, so the repository's go.mod and go.sum are never touched
+    dir=$(cd "$CACHE/src" && go mod download -json "github.com/moby/buildkit@$BUILDKIT_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
     rm -rf "$src.tmp"; cp -r "$dir" "$src.tmp"; chmod -R u+w "$src.tmp"; mv "$src.tmp" "$src"
   fi
   local v="-s -w -X github.com/moby/buildkit/version.Version=$BUILDKIT_VERSION -X github.com/moby/buildkit/version.Package=github.com/moby/buildkit"
