@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/devtool/devtool/internal/kube"
@@ -60,7 +61,11 @@ func (d *Destroy) Run(ctx context.Context) error {
 			continue
 		}
 		d.Progress(fmt.Sprintf("deleting %s %s", strings.ToLower(u.GetKind()), u.GetName()))
-		if err := objs.Delete(ctx, u); err != nil {
+		propagation := metav1.DeletePropagationBackground
+		if d.Wait {
+			propagation = metav1.DeletePropagationForeground // gone means its pods are gone too
+		}
+		if err := objs.DeleteWith(ctx, u, propagation); err != nil {
 			return err
 		}
 		deleted = append(deleted, u)

@@ -194,14 +194,19 @@ func (o *Objects) ListLabelled(ctx context.Context, ns, selector string) ([]unst
 	return out, nil
 }
 
-// Delete removes one object (background propagation: its pods go with it).
+// Delete removes one object; its dependents (pods of a Deployment) are removed in the background.
 func (o *Objects) Delete(ctx context.Context, u *unstructured.Unstructured) error {
+	return o.DeleteWith(ctx, u, metav1.DeletePropagationBackground)
+}
+
+// DeleteWith removes one object with the given propagation. With Foreground the object stays
+// (with a deletionTimestamp) until its dependents are gone, so waiting for it waits for them too.
+func (o *Objects) DeleteWith(ctx context.Context, u *unstructured.Unstructured, propagation metav1.DeletionPropagation) error {
 	ri, _, err := o.Resource(u.GroupVersionKind(), u.GetNamespace())
 	if err != nil {
 		return err
 	}
-	bg := metav1.DeletePropagationBackground
-	err = ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg})
+	err = ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &propagation})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %s %s: %w", strings.ToLower(u.GetKind()), u.GetName(), err)
 	}

@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/devtool/devtool/internal/kube"
 	"github.com/devtool/devtool/internal/testcluster"
 )
 
@@ -242,4 +245,60 @@ func TestDeployBadComposeFile(t *testing.T) {
 	if len(l.Items) != 0 {
 		t.Errorf("objects were created from an invalid file")
 	}
+}
+
+// TestExampleHello deploys examples/hello (the README's demo) as a user would, then destroys it
+// with --volumes: nothing of the environment is left.
+func TestExampleHello(t *testing.T) {
+	c := testcluster.Connect(t)
+	ns := c.Namespace(t)
+	u := newUser(t, c)
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "hello", "compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.write("compose.yml", string(src))
+	ctx := context.Background()
+	u.mustRun("deploy", "--namespace", ns, "--wait", "--timeout", "3m")
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "dev.devtool/deployed-by=hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready, done int
+	for _, p := range pods.Items {
+		switch {
+		case p.Status.Phase == corev1.PodSucceeded:
+			done++
+		case kube.PodReady(&p):
+			ready++
+		}
+	}
+	if ready != 2 || done != 1 {
+		t.Errorf("want db and web Ready and the migrate job done, got %d ready, %d succeeded", ready, done)
+	}
+	logs, err := c.Clientset.CoreV1().Pods(ns).GetLogs(jobPod(t, c, ns, "migrate"), &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(logs), "rows: 42") || !strings.Contains(string(logs), "schema migrated") {
+		t.Errorf("migrate did not reach db through its Service before running: %q %v", logs, err)
+	}
+	u.mustRun("destroy", "--namespace", ns, "--volumes", "--wait")
+	left, err := c.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := left.ListLabelled(ctx, ns, "dev.devtool/deployed-by=hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		t.Errorf("left after destroy --volumes: %s %s", it.GetKind(), it.GetName())
+	}
+}
+
+func jobPod(t *testing.T, c *testcluster.Cluster, ns, job string) string {
+	t.Helper()
+	l, err := c.Clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "job-name=" + job})
+	if err != nil || len(l.Items) == 0 {
+		t.Fatalf("no pod for job %s: %v", job, err)
+	}
+	return l.Items[0].Name
 }

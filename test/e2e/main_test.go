@@ -20,6 +20,9 @@ import (
 
 var devtoolBin string
 
+// cleanups run after all tests (daemons started once for the package).
+var cleanups []func()
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "devtool-e2e-")
 	if err != nil {
@@ -37,6 +40,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

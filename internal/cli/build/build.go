@@ -43,7 +43,7 @@ type Options struct {
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Logger: f.Logger, Getenv: f.Getenv, WorkDir: f.WorkDir, Target: f.Target,
-		Environ: environMap(os.Environ()), SelectBuilder: build.Select}
+		Environ: cmdutil.EnvironMap(f.Environ), SelectBuilder: build.Select}
 	var secrets []string
 	cmd := &cobra.Command{
 		Use:   "build [service...]",
@@ -257,15 +257,4 @@ func runDockerfile(ctx context.Context, opts *Options, sel build.SelectOptions, 
 	}
 	_, err = io.WriteString(opts.IO.Out, res.Ref+"\n")
 	return err
-}
-
-// environMap turns "NAME=value" entries into a map (the Compose loader's environment).
-func environMap(environ []string) map[string]string {
-	m := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			m[k] = v
-		}
-	}
-	return m
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/devtool/devtool/internal/build"
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/composeenv"
 	"github.com/devtool/devtool/internal/deploy"
@@ -29,11 +31,15 @@ type Options struct {
 	Wait    bool
 	Timeout time.Duration
 	DryRun  bool
+	Build   bool
+
+	Getenv func(string) string
+	Logger *slog.Logger
 }
 
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ)}
+	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Getenv: f.Getenv, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "deploy",
 		Short: "Deploy a Compose environment to the cluster",
@@ -60,6 +66,7 @@ server-side apply, in depends_on order. Objects that left the file are removed; 
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "wait until every service is ready")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long to wait for the deploy")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the objects as YAML and change nothing")
+	cmd.Flags().BoolVar(&opts.Build, "build", false, "build and push every image with a build section, even when the registry has it")
 	return cmd
 }
 
@@ -78,10 +85,22 @@ func run(ctx context.Context, opts *Options) error {
 			return err
 		}
 		// A dry run needs no cluster: fall back to the flag's namespace.
-		target = &cmdutil.Target{Namespace: opts.Kube.Namespace, ClusterDomain: opts.Environ["DEVTOOL_CLUSTER_DOMAIN"]}
+		target = &cmdutil.Target{Namespace: opts.Kube.Namespace, ClusterDomain: opts.Environ["DEVTOOL_CLUSTER_DOMAIN"], Registry: opts.Environ["DEVTOOL_REGISTRY"]}
 		if target.Namespace == "" {
 			target.Namespace = "default"
 		}
+	}
+	warn := func(msg string) { fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", msg) }
+	err = env.ResolveImages(ctx, composeenv.ImageOptions{
+		Registry: target.Registry, Namespace: target.Namespace, Force: opts.Build, DryRun: opts.DryRun,
+		Progress: opts.IO.ErrOut, Warn: warn,
+		NewBuilder: func(ctx context.Context) (build.Builder, error) {
+			return build.Select(ctx, build.SelectOptions{IsPlatform: target.IsPlatform, PlatformURL: target.ContextName,
+				ContextBuilder: target.Builder, Getenv: opts.Getenv, Logger: opts.Logger})
+		},
+	})
+	if err != nil {
+		return err
 	}
 	res, err := translate.Translate(env.Project, translate.Options{Name: env.Name, Namespace: target.Namespace, ClusterDomain: target.ClusterDomain})
 	if err != nil {
