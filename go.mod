@@ -10,6 +10,7 @@ require (
 	github.com/mattn/go-shellwords v1.0.16
 	github.com/moby/buildkit v0.25.2
 	github.com/moby/patternmatcher v0.6.1
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	github.com/tonistiigi/fsutil v0.0.0-20250605211040-586307ad452f
 	golang.org/x/sync v0.22.0
