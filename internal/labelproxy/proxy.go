@@ -277,8 +277,8 @@ func (p *Proxy) label(w http.ResponseWriter, r *http.Request, t target) bool {
 		p.log.Warn("labelproxy: encoded body forwarded without labels", "method", r.Method, "path", r.URL.Path, "encoding", enc)
 		return true
 	}
-	if strings.Contains(mediaType, "protobuf") || strings.Contains(mediaType, "cbor") {
-		p.log.Warn("labelproxy: binary body forwarded without labels", "method", r.Method, "path", r.URL.Path, "contentType", mediaType)
+	if strings.Contains(mediaType, "cbor") {
+		p.log.Warn("labelproxy: CBOR body forwarded without labels", "method", r.Method, "path", r.URL.Path)
 		return true
 	}
 	if r.ContentLength > p.max {
@@ -295,9 +295,21 @@ func (p *Proxy) label(w http.ResponseWriter, r *http.Request, t target) bool {
 		p.tooLarge(w, r)
 		return false
 	}
-	out, ct, ok := p.lab.rewrite(r.Method, mediaType, t, body)
+	var out []byte
+	var ct string
+	var ok bool
+	if mediaType == "application/vnd.kubernetes.protobuf" && (r.Method == http.MethodPost || r.Method == http.MethodPut) {
+		out, ok = p.lab.rewriteProtobuf(r.Method, t, body)
+		ct = mediaType
+	} else {
+		out, ct, ok = p.lab.rewrite(r.Method, mediaType, t, body)
+	}
 	if !ok {
-		p.log.Debug("labelproxy: forwarded without labels", "method", r.Method, "path", r.URL.Path, "contentType", mediaType)
+		level := slog.LevelDebug // JSON patches and bodies the API server will reject anyway
+		if strings.Contains(mediaType, "protobuf") {
+			level = slog.LevelWarn // an object that destroy will not find
+		}
+		p.log.Log(r.Context(), level, "labelproxy: forwarded without labels", "method", r.Method, "path", r.URL.Path, "contentType", mediaType)
 		out = body
 	} else {
 		p.log.Debug("labelproxy: labelled", "method", r.Method, "path", r.URL.Path)

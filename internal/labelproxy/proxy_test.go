@@ -23,6 +23,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -369,7 +377,7 @@ func TestPassesThroughUntouched(t *testing.T) {
 		{"access review", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "application/json", `{"kind":"SelfSubjectAccessReview","metadata":{}}`},
 		{"exec without upgrade", "POST", "/api/v1/namespaces/ns1/pods/p/exec?command=ls", "application/json", `{"metadata":{}}`},
 		{"json patch", "PATCH", "/api/v1/namespaces/ns1/configmaps/c", "application/json-patch+json", `[{"op":"add","path":"/data/x","value":"1"}]`},
-		{"protobuf", "POST", "/api/v1/namespaces/ns1/configmaps", "application/vnd.kubernetes.protobuf", "k8s\x00\x0a\x0f\x0a\x02v1\x12\x09ConfigMap"},
+		{"malformed protobuf", "POST", "/api/v1/namespaces/ns1/configmaps", "application/vnd.kubernetes.protobuf", "k8s\x00\x0a\x0f\x0a\x02v1\x12\x09ConfigMap"},
 		{"invalid JSON", "POST", "/api/v1/namespaces/ns1/configmaps", "application/json", `{"metadata":`},
 		{"delete with options", "DELETE", "/api/v1/namespaces/ns1/configmaps/c", "application/json", `{"kind":"DeleteOptions","propagationPolicy":"Foreground"}`},
 		{"post to a named object", "POST", "/api/v1/namespaces/ns1/configmaps/c", "application/json", `{"metadata":{}}`},
@@ -646,5 +654,83 @@ func TestStopsCleanly(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines before, %d after the proxy stopped:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func protoBody(t *testing.T, obj kruntime.Object) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(obj, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func fromProto(t *testing.T, b []byte) kruntime.Object {
+	t.Helper()
+	obj, _, err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Decode(b, nil, nil)
+	if err != nil {
+		t.Fatalf("upstream body is not protobuf: %v", err)
+	}
+	return obj
+}
+
+// TestLabelsProtobuf: kubectl create and typed clients send protobuf. The labels are spliced in at the
+// wire level; every other field arrives as sent.
+func TestLabelsProtobuf(t *testing.T) {
+	api := newFakeAPI(t)
+	p, hc, _ := startProxy(t, api, nil)
+	const ct = "application/vnd.kubernetes.protobuf"
+	replicas := int32(3)
+	dep := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web", deployedBy: "other"}, Annotations: map[string]string{"a": "b"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", Args: []string{"x", "y"}}}},
+			},
+		},
+	}
+	do(t, hc, p, "POST", "/apis/apps/v1/namespaces/ns1/deployments", ct, protoBody(t, dep))
+	got := fromProto(t, api.last(t).body).(*appsv1.Deployment)
+	want := dep.DeepCopy()
+	want.Labels[deployedBy] = "myenv"
+	want.Spec.Template.Labels[deployedBy] = "myenv"
+	got.TypeMeta = want.TypeMeta
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+
+	cj := &batchv1.CronJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: "cj"},
+		Spec: batchv1.CronJobSpec{Schedule: "* * * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever}}}}},
+	}
+	do(t, hc, p, "POST", "/apis/batch/v1/namespaces/ns1/cronjobs", ct, protoBody(t, cj))
+	gotCJ := fromProto(t, api.last(t).body).(*batchv1.CronJob)
+	if gotCJ.Labels[deployedBy] != "myenv" || gotCJ.Spec.JobTemplate.Labels[deployedBy] != "myenv" ||
+		gotCJ.Spec.JobTemplate.Spec.Template.Labels[deployedBy] != "myenv" || gotCJ.Spec.Schedule != "* * * * *" {
+		t.Errorf("CronJob: %+v", gotCJ)
+	}
+
+	job := &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Name: "j"},
+		Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever}}},
+	}
+	do(t, hc, p, "PUT", "/apis/batch/v1/namespaces/ns1/jobs/j", ct, protoBody(t, job))
+	gotJob := fromProto(t, api.last(t).body).(*batchv1.Job)
+	if gotJob.Labels[deployedBy] != "myenv" || gotJob.Spec.Template.Labels != nil {
+		t.Errorf("updated Job: labels %v, template labels %v (must stay untouched)", gotJob.Labels, gotJob.Spec.Template.Labels)
+	}
+
+	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: map[string]string{"k": "v"}}
+	do(t, hc, p, "PUT", "/api/v1/namespaces/ns1/configmaps/c/status", ct, protoBody(t, cm))
+	if got := fromProto(t, api.last(t).body).(*corev1.ConfigMap); got.Labels != nil {
+		t.Errorf("subresource body changed: %v", got.Labels)
 	}
 }
