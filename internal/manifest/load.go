@@ -116,7 +116,7 @@ func LoadBytes(opts LoadOptions, data []byte) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manifest path: %w", err)
 	}
-	p := &parser{file: abs, dir: filepath.Dir(abs), home: homeDir(opts), merged: map[*yaml.Node][]entry{}, unsetSeen: map[string]bool{}}
+	p := &parser{file: abs, dir: ProjectDir(abs), home: homeDir(opts), merged: map[*yaml.Node][]entry{}, unsetSeen: map[string]bool{}}
 	shell := mapLookup(opts.Environ)
 	m := &Manifest{File: abs, Dir: p.dir, Raw: data}
 	m.DotEnv = p.readDotEnv(shell)
@@ -135,6 +135,16 @@ func LoadBytes(opts LoadOptions, data []byte) (*Manifest, error) {
 	}
 	m.Warnings = p.finalWarnings()
 	return m, nil
+}
+
+// ProjectDir is the folder a manifest's commands run in and its relative paths (and .env) are
+// resolved against: the manifest's folder, or for a manifest under .devtool/ the folder above.
+func ProjectDir(manifestFile string) string {
+	dir := filepath.Dir(manifestFile)
+	if filepath.Base(dir) == ".devtool" {
+		return filepath.Dir(dir)
+	}
+	return dir
 }
 
 // fromCompose makes the manifest a Compose file stands for: deploy.compose is that file. The

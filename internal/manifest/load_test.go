@@ -105,8 +105,8 @@ func TestFind(t *testing.T) {
 func TestComposeStandsIn(t *testing.T) {
 	composeFile := "name: Shop_App\nservices:\n  api:\n    build: ./api\n  db:\n    image: postgres\n"
 	for _, tc := range []struct {
-		name string
-		file string
+		name  string
+		file  string
 		file2 string
 	}{
 		{"discovered", "compose.yaml", ""},
@@ -486,5 +486,16 @@ func TestErrorsCollectedInFileOrder(t *testing.T) {
 	}
 	if es[0].Pos.Line != 3 || es[1].Pos.Line != 4 || es[2].Pos.Line != 5 || !strings.HasPrefix(err.Error(), "3 problems in the manifest:") {
 		t.Errorf("order: %v", err)
+	}
+}
+
+func TestDevtoolFolderRunsInProject(t *testing.T) {
+	dir := writeFiles(t, map[string]string{".devtool/devtool.yml": "build: {api: api}\n", ".env": "X=1\n"})
+	m, err := Load(LoadOptions{Dir: dir, Environ: map[string]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Dir != dir || m.Build[0].Build.Context != filepath.Join(dir, "api") || m.DotEnv["X"] != "1" {
+		t.Errorf("dir %s, context %s, dotenv %v", m.Dir, m.Build[0].Build.Context, m.DotEnv)
 	}
 }

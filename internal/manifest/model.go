@@ -21,7 +21,8 @@ type Manifest struct {
 	// File is the absolute path of the manifest; when no devtool.yml exists and a Compose file
 	// stands in (Inferred), it is that Compose file.
 	File string
-	// Dir is the manifest's folder: every command runs relative to it.
+	// Dir is the manifest's folder (for a manifest under .devtool/, the folder above): every
+	// command runs in it and relative paths resolve against it.
 	Dir string
 	// Inferred is true when the manifest was made from a Compose file (deploy.compose is that file).
 	Inferred bool

@@ -16,6 +16,7 @@ import (
 	deploycmd "github.com/devtool/devtool/internal/cli/deploy"
 	"github.com/devtool/devtool/internal/cli/destroy"
 	"github.com/devtool/devtool/internal/cli/endpoints"
+	initcmd "github.com/devtool/devtool/internal/cli/init"
 	"github.com/devtool/devtool/internal/cli/namespace"
 	"github.com/devtool/devtool/internal/cli/version"
 	"github.com/devtool/devtool/internal/cmdutil"
@@ -62,5 +63,6 @@ development containers with live file sync and port forwarding.`,
 	cmd.AddCommand(contextcmd.NewCmd(f, nil))
 	cmd.AddCommand(namespace.NewCmd(f, nil))
 	cmd.AddCommand(analytics.NewCmd(f, nil))
+	cmd.AddCommand(initcmd.NewCmd(f, nil))
 	return cmd
 }
