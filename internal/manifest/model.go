@@ -84,8 +84,8 @@ type ComposeFile struct {
 
 // Dependency is a repository deployed before this environment.
 type Dependency struct {
-	// Name is the map key, or for the list notation the repository's name (last path element
-	// without .git), made valid for Kubernetes.
+	// Name is the map key (a valid Kubernetes name), or for the list notation RepositoryName of
+	// the repository, as written: deploy makes it valid with deploy.SanitizeName.
 	Name       string
 	Repository string
 	Manifest   string // path of the manifest inside the repository; "" for discovery
@@ -113,7 +113,7 @@ type Dev struct {
 	// SecurityContext is nil when not written.
 	SecurityContext  *SecurityContext
 	PersistentVolume *PersistentVolume
-	// Selector picks the workload to replace by its labels; "" Name match otherwise.
+	// Selector picks the workload to replace by its labels; nil: the workload named Name.
 	Selector map[string]string
 	// Container names the container to replace when the pod has several.
 	Container string
