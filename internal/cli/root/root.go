@@ -17,6 +17,7 @@ import (
 	"github.com/devtool/devtool/internal/cli/destroy"
 	"github.com/devtool/devtool/internal/cli/endpoints"
 	initcmd "github.com/devtool/devtool/internal/cli/init"
+	logscmd "github.com/devtool/devtool/internal/cli/logs"
 	"github.com/devtool/devtool/internal/cli/namespace"
 	"github.com/devtool/devtool/internal/cli/version"
 	"github.com/devtool/devtool/internal/cmdutil"
@@ -33,8 +34,8 @@ func NewCmd(f *cmdutil.Factory, levelVar *slog.LevelVar) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "devtool <command> [flags]",
 		Short: "Development environments on Kubernetes",
-		Long: `devtool deploys Compose files and devtool.yml manifests to Kubernetes and runs
-development containers with live file sync and port forwarding.`,
+		Long: `devtool deploys Compose environments to Kubernetes, builds and pushes their images, and
+manages the contexts and namespaces its commands run in.`,
 		Version:       buildinfo.Get().Version,
 		SilenceErrors: true, // main prints errors, once
 		SilenceUsage:  true,
@@ -64,5 +65,6 @@ development containers with live file sync and port forwarding.`,
 	cmd.AddCommand(namespace.NewCmd(f, nil))
 	cmd.AddCommand(analytics.NewCmd(f, nil))
 	cmd.AddCommand(initcmd.NewCmd(f, nil))
+	cmd.AddCommand(logscmd.NewCmd(f, nil))
 	return cmd
 }
