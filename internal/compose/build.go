@@ -4,13 +4,15 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // build reads a build section: a string (the context) or an object.
 func (l *loader) build(n *yaml.Node, field string) *Build {
 	b := &Build{Context: l.dir, Dockerfile: "Dockerfile"}
-	d := deref(n)
-	if isNull(d) {
+	d := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(d) {
 		return b
 	}
 	if d.Kind == yaml.ScalarNode {
@@ -18,32 +20,32 @@ func (l *loader) build(n *yaml.Node, field string) *Build {
 		return b
 	}
 	if d.Kind != yaml.MappingNode {
-		l.expected(n, field, "a build context path or a build object")
+		l.Expected(n, field, "a build context path or a build object")
 		return b
 	}
-	es, _ := l.mapping(n, field)
+	es, _ := l.Mapping(n, field)
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "context":
-			if s, ok := l.str(e.val, f); ok && s != "" {
+			if s, ok := l.Str(e.Val, f); ok && s != "" {
 				b.Context = l.buildContext(s)
 			}
 		case "dockerfile":
-			if s, ok := l.str(e.val, f); ok && s != "" {
+			if s, ok := l.Str(e.Val, f); ok && s != "" {
 				b.Dockerfile = s
 			}
 		case "target":
-			b.Target, _ = l.str(e.val, f)
+			b.Target, _ = l.Str(e.Val, f)
 		case "args":
-			b.Args = l.buildArgs(e.val, f)
+			b.Args = l.buildArgs(e.Val, f)
 		case "export_cache":
-			b.ExportCache, _ = l.str(e.val, f)
+			b.ExportCache, _ = l.Str(e.Val, f)
 		case "cache_from":
-			b.CacheFrom, _ = l.strList(e.val, f)
+			b.CacheFrom, _ = l.StrList(e.Val, f)
 		default:
-			if !strings.HasPrefix(e.key, "x-") {
-				l.ignore(e.keyNode, f)
+			if !strings.HasPrefix(e.Key, "x-") {
+				l.Ignore(e.KeyNode, f)
 			}
 		}
 	}
@@ -62,15 +64,15 @@ func (l *loader) buildContext(s string) string {
 // from the variable sources and is left out when they do not define it, so the Dockerfile's
 // default applies.
 func (l *loader) buildArgs(n *yaml.Node, field string) map[string]string {
-	kvs, _ := l.keyValues(n, field)
+	kvs, _ := l.KeyValues(n, field)
 	if len(kvs) == 0 {
 		return nil
 	}
 	out := make(map[string]string, len(kvs))
 	for _, e := range kvs {
-		if e.Value != nil {
-			out[e.Key] = *e.Value
-		} else if v, ok := l.lookup(e.Key); ok {
+		if e.HasValue {
+			out[e.Key] = e.Value
+		} else if v, ok := l.Lookup(e.Key); ok {
 			out[e.Key] = v
 		}
 	}

@@ -4,58 +4,60 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // dependsOn reads a list of service names or a map of name to {condition, required}.
 func (l *loader) dependsOn(n *yaml.Node, field string) []Dependency {
 	optional := l.optionalDeps[field]
-	d := deref(n)
-	if isNull(d) {
+	d := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(d) {
 		return nil
 	}
 	var out []Dependency
 	switch d.Kind {
 	case yaml.SequenceNode:
 		for i, item := range d.Content {
-			if s, ok := l.str(item, index(field, i)); ok {
-				out = append(out, Dependency{Service: s, Condition: ConditionStarted, Pos: l.pos(deref(item))})
+			if s, ok := l.Str(item, yamlsrc.Index(field, i)); ok {
+				out = append(out, Dependency{Service: s, Condition: ConditionStarted, Pos: l.Pos(yamlsrc.Deref(item))})
 			}
 		}
 	case yaml.MappingNode:
-		es, _ := l.mapping(d, field)
+		es, _ := l.Mapping(d, field)
 		for _, e := range es {
-			dep := Dependency{Service: e.key, Condition: ConditionStarted, Pos: l.pos(e.keyNode)}
-			f := joinField(field, e.key)
-			opts, _ := l.mapping(e.val, f)
+			dep := Dependency{Service: e.Key, Condition: ConditionStarted, Pos: l.Pos(e.KeyNode)}
+			f := yamlsrc.Join(field, e.Key)
+			opts, _ := l.Mapping(e.Val, f)
 			for _, o := range opts {
-				of := joinField(f, o.key)
-				switch o.key {
+				of := yamlsrc.Join(f, o.Key)
+				switch o.Key {
 				case "condition":
-					c, _ := l.str(o.val, of)
+					c, _ := l.Str(o.Val, of)
 					switch c {
 					case ConditionStarted, ConditionHealthy, ConditionCompleted:
 						dep.Condition = c
 					default:
-						l.errorf(o.val, of, "expected %s, %s or %s, found %q", ConditionStarted, ConditionHealthy, ConditionCompleted, c)
+						l.Errorf(o.Val, of, "expected %s, %s or %s, found %q", ConditionStarted, ConditionHealthy, ConditionCompleted, c)
 					}
 				case "required":
-					if v, ok := l.boolVal(o.val, of); ok && !v {
+					if v, ok := l.Bool(o.Val, of); ok && !v {
 						if optional == nil {
 							optional = map[string]bool{}
 							l.optionalDeps[field] = optional
 						}
-						optional[e.key] = true
+						optional[e.Key] = true
 					}
 				default:
-					if !strings.HasPrefix(o.key, "x-") {
-						l.ignore(o.keyNode, of)
+					if !strings.HasPrefix(o.Key, "x-") {
+						l.Ignore(o.KeyNode, of)
 					}
 				}
 			}
 			out = append(out, dep)
 		}
 	default:
-		l.expected(n, field, "a list of service names or a mapping of service name to {condition}")
+		l.Expected(n, field, "a list of service names or a mapping of service name to {condition}")
 	}
 	return out
 }
@@ -72,9 +74,9 @@ func (l *loader) checkDependencies(p *Project) {
 			case p.Service(d.Service) != nil:
 				kept = append(kept, d)
 			case l.optionalDeps[field][d.Service]:
-				l.warnf("%s: %s: optional dependency %q is not a service; ignored", d.Pos, field, d.Service)
+				l.Warnf("%s: %s: optional dependency %q is not a service; ignored", d.Pos, field, d.Service)
 			default:
-				l.errs = append(l.errs, &Error{Pos: d.Pos, Field: field, Msg: "service " + quote(d.Service) + " is not defined (services: " + serviceNames(p) + ")"})
+				l.Errs = append(l.Errs, &Error{Pos: d.Pos, Field: field, Msg: "service " + quote(d.Service) + " is not defined (services: " + serviceNames(p) + ")"})
 			}
 		}
 		s.DependsOn = kept
@@ -105,7 +107,7 @@ func (l *loader) findCycles(p *Project) {
 					}
 				}
 				cycle := append(append([]string{}, stack[start:]...), d.Service)
-				l.errs = append(l.errs, &Error{Pos: d.Pos, Field: "services." + s.Name + ".depends_on",
+				l.Errs = append(l.Errs, &Error{Pos: d.Pos, Field: "services." + s.Name + ".depends_on",
 					Msg: "dependency cycle: " + strings.Join(cycle, " -> ")})
 			case unvisited:
 				if dep := p.Service(d.Service); dep != nil {

@@ -5,72 +5,74 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // unifyDeploy reads the fields that have two notations, the Compose v2 one (scale, resources,
 // restart) and the v3 deploy one (replicas, resources, restart_policy), and checks that a
 // file using both says the same thing in both.
-func (l *loader) unifyDeploy(s *Service, field string, scale, resources, deploy, restart *entry) {
+func (l *loader) unifyDeploy(s *Service, field string, scale, resources, deploy, restart *yamlsrc.Entry) {
 	var scaleSet, restartSet, resourcesSet bool
 	if scale != nil {
-		if v, ok := l.intVal(scale.val, joinField(field, "scale")); ok {
+		if v, ok := l.Int(scale.Val, yamlsrc.Join(field, "scale")); ok {
 			if v < 0 {
-				l.errorf(scale.val, joinField(field, "scale"), "expected zero or more replicas, found %d", v)
+				l.Errorf(scale.Val, yamlsrc.Join(field, "scale"), "expected zero or more replicas, found %d", v)
 			} else {
 				s.Scale, scaleSet = v, true
 			}
 		}
 	}
 	if resources != nil {
-		s.Resources = l.resources(resources.val, joinField(field, "resources"), "requests", "cpu")
+		s.Resources = l.resources(resources.Val, yamlsrc.Join(field, "resources"), "requests", "cpu")
 		resourcesSet = true
 	}
 	if restart != nil {
-		f := joinField(field, "restart")
-		if str, ok := l.str(restart.val, f); ok {
+		f := yamlsrc.Join(field, "restart")
+		if str, ok := l.Str(restart.Val, f); ok {
 			if r, ok := parseRestart(str); ok {
 				s.Restart, restartSet = r, true
 			} else {
-				l.errorf(restart.val, f, "expected one of always, unless-stopped, any, no, none, never, on-failure or on-failure:<max attempts>, found %q", str)
+				l.Errorf(restart.Val, f, "expected one of always, unless-stopped, any, no, none, never, on-failure or on-failure:<max attempts>, found %q", str)
 			}
 		}
 	}
 	if deploy == nil {
 		return
 	}
-	df := joinField(field, "deploy")
-	es, _ := l.mapping(deploy.val, df)
+	df := yamlsrc.Join(field, "deploy")
+	es, _ := l.Mapping(deploy.Val, df)
 	for _, e := range es {
-		f := joinField(df, e.key)
-		switch e.key {
+		f := yamlsrc.Join(df, e.Key)
+		switch e.Key {
 		case "replicas":
-			v, ok := l.intVal(e.val, f)
+			v, ok := l.Int(e.Val, f)
 			switch {
 			case !ok:
 			case v < 0:
-				l.errorf(e.val, f, "expected zero or more replicas, found %d", v)
+				l.Errorf(e.Val, f, "expected zero or more replicas, found %d", v)
 			case scaleSet && v != s.Scale:
-				l.errorf(e.val, f, "scale is %d and deploy.replicas is %d; set one of them", s.Scale, v)
+				l.Errorf(e.Val, f, "scale is %d and deploy.replicas is %d; set one of them", s.Scale, v)
 			default:
 				s.Scale = v
 			}
 		case "resources":
-			r := l.resources(e.val, f, "reservations", "cpus")
+			r := l.resources(e.Val, f, "reservations", "cpus")
 			if resourcesSet && r != s.Resources {
-				l.errorf(e.keyNode, f, "resources and deploy.resources are both set and differ; set one of them")
+				l.Errorf(e.KeyNode, f, "resources and deploy.resources are both set and differ; set one of them")
 			} else {
 				s.Resources = r
 			}
 		case "restart_policy":
-			r, ok := l.restartPolicy(e.val, f)
+			r, ok := l.restartPolicy(e.Val, f)
 			if ok && restartSet && !sameRestart(r, s.Restart) {
-				l.errorf(e.keyNode, f, "restart is %q and deploy.restart_policy says %q; set one of them", s.Restart.Policy, r.Policy)
+				l.Errorf(e.KeyNode, f, "restart is %q and deploy.restart_policy says %q; set one of them", s.Restart.Policy, r.Policy)
 			} else if ok {
 				s.Restart = r
 			}
 		default:
-			if !strings.HasPrefix(e.key, "x-") {
-				l.ignore(e.keyNode, f)
+			if !strings.HasPrefix(e.Key, "x-") {
+				l.Ignore(e.KeyNode, f)
 			}
 		}
 	}
@@ -79,16 +81,16 @@ func (l *loader) unifyDeploy(s *Service, field string, scale, resources, deploy,
 // resources reads {requests|reservations, limits} each with {cpu|cpus, memory}.
 func (l *loader) resources(n *yaml.Node, field, requestsKey, cpuKey string) Resources {
 	var r Resources
-	es, _ := l.mapping(n, field)
+	es, _ := l.Mapping(n, field)
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case requestsKey:
-			r.Requests = l.resourceList(e.val, f, cpuKey)
+			r.Requests = l.resourceList(e.Val, f, cpuKey)
 		case "limits":
-			r.Limits = l.resourceList(e.val, f, cpuKey)
+			r.Limits = l.resourceList(e.Val, f, cpuKey)
 		default:
-			l.ignore(e.keyNode, f)
+			l.Ignore(e.KeyNode, f)
 		}
 	}
 	return r
@@ -96,28 +98,28 @@ func (l *loader) resources(n *yaml.Node, field, requestsKey, cpuKey string) Reso
 
 func (l *loader) resourceList(n *yaml.Node, field, cpuKey string) ResourceList {
 	var r ResourceList
-	es, _ := l.mapping(n, field)
+	es, _ := l.Mapping(n, field)
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case cpuKey:
-			if s, ok := l.str(e.val, f); ok {
+			if s, ok := l.Str(e.Val, f); ok {
 				q, err := cpuQuantity(s)
 				if err != nil {
-					l.errorf(e.val, f, "%v", err)
+					l.Errorf(e.Val, f, "%v", err)
 				}
 				r.CPU = q
 			}
 		case "memory":
-			if s, ok := l.str(e.val, f); ok {
+			if s, ok := l.Str(e.Val, f); ok {
 				q, err := memoryQuantity(s)
 				if err != nil {
-					l.errorf(e.val, f, "%v", err)
+					l.Errorf(e.Val, f, "%v", err)
 				}
 				r.Memory = q
 			}
 		default:
-			l.ignore(e.keyNode, f)
+			l.Ignore(e.KeyNode, f)
 		}
 	}
 	return r
@@ -144,16 +146,16 @@ func parseRestart(s string) (Restart, bool) {
 
 func (l *loader) restartPolicy(n *yaml.Node, field string) (Restart, bool) {
 	r := Restart{Policy: RestartAlways}
-	es, ok := l.mapping(n, field)
+	es, ok := l.Mapping(n, field)
 	if !ok {
 		return r, false
 	}
 	var maxNode *yaml.Node
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "condition":
-			s, ok := l.str(e.val, f)
+			s, ok := l.Str(e.Val, f)
 			if !ok {
 				return r, false
 			}
@@ -165,25 +167,25 @@ func (l *loader) restartPolicy(n *yaml.Node, field string) (Restart, bool) {
 			case "on-failure":
 				r.Policy = RestartOnFailure
 			default:
-				l.errorf(e.val, f, "expected none, on-failure or any, found %q", s)
+				l.Errorf(e.Val, f, "expected none, on-failure or any, found %q", s)
 				return r, false
 			}
 		case "max_attempts":
-			v, ok := l.intVal(e.val, f)
+			v, ok := l.Int(e.Val, f)
 			if !ok {
 				return r, false
 			}
 			if v < 0 {
-				l.errorf(e.val, f, "expected zero or more attempts, found %d", v)
+				l.Errorf(e.Val, f, "expected zero or more attempts, found %d", v)
 				return r, false
 			}
-			r.MaxAttempts, maxNode = &v, e.keyNode
+			r.MaxAttempts, maxNode = &v, e.KeyNode
 		default:
-			l.ignore(e.keyNode, f)
+			l.Ignore(e.KeyNode, f)
 		}
 	}
 	if r.MaxAttempts != nil && r.Policy != RestartOnFailure {
-		l.warnf("%s: %s.max_attempts applies only to condition on-failure; ignored", l.pos(maxNode), field)
+		l.Warnf("%s: %s.max_attempts applies only to condition on-failure; ignored", l.Pos(maxNode), field)
 		r.MaxAttempts = nil
 	}
 	return r, true

@@ -5,48 +5,50 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // endpoints reads A4 in its three notations: a list of routes (one unnamed endpoint), a map
 // of endpoint name to routes, or {labels, rules} (one unnamed endpoint with labels). A map
 // whose keys are only labels and rules is the third notation.
 func (l *loader) endpoints(n *yaml.Node, field string, p *Project) []*Endpoint {
-	d := deref(n)
-	if isNull(d) {
+	d := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(d) {
 		return nil
 	}
 	switch d.Kind {
 	case yaml.SequenceNode:
-		return []*Endpoint{{Rules: l.routes(d, field, p), Pos: l.pos(d)}}
+		return []*Endpoint{{Rules: l.routes(d, field, p), Pos: l.Pos(d)}}
 	case yaml.MappingNode:
-		es, _ := l.mapping(d, field)
+		es, _ := l.Mapping(d, field)
 		if isObjectNotation(es) {
 			return []*Endpoint{l.endpointObject(es, d, field, p)}
 		}
 		var out []*Endpoint
 		for _, e := range es {
-			f := joinField(field, e.key)
-			l.checkName(e.keyNode, f, "endpoint", e.key)
+			f := yamlsrc.Join(field, e.Key)
+			l.checkName(e.KeyNode, f, "endpoint", e.Key)
 			var ep *Endpoint
-			if vd := deref(e.val); vd != nil && vd.Kind == yaml.MappingNode {
-				inner, _ := l.mapping(vd, f)
+			if vd := yamlsrc.Deref(e.Val); vd != nil && vd.Kind == yaml.MappingNode {
+				inner, _ := l.Mapping(vd, f)
 				ep = l.endpointObject(inner, vd, f, p)
 			} else {
-				ep = &Endpoint{Rules: l.routes(e.val, f, p)}
+				ep = &Endpoint{Rules: l.routes(e.Val, f, p)}
 			}
-			ep.Name, ep.Pos = e.key, l.pos(e.keyNode)
+			ep.Name, ep.Pos = e.Key, l.Pos(e.KeyNode)
 			out = append(out, ep)
 		}
 		return out
 	}
-	l.expected(n, field, "a list of routes, a mapping of endpoint name to routes, or {labels, rules}")
+	l.Expected(n, field, "a list of routes, a mapping of endpoint name to routes, or {labels, rules}")
 	return nil
 }
 
-func isObjectNotation(es []entry) bool {
+func isObjectNotation(es []yamlsrc.Entry) bool {
 	hasRules := false
 	for _, e := range es {
-		switch e.key {
+		switch e.Key {
 		case "rules":
 			hasRules = true
 		case "labels":
@@ -57,34 +59,34 @@ func isObjectNotation(es []entry) bool {
 	return hasRules
 }
 
-func (l *loader) endpointObject(es []entry, n *yaml.Node, field string, p *Project) *Endpoint {
-	ep := &Endpoint{Pos: l.pos(n)}
+func (l *loader) endpointObject(es []yamlsrc.Entry, n *yaml.Node, field string, p *Project) *Endpoint {
+	ep := &Endpoint{Pos: l.Pos(n)}
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "labels":
-			ep.Labels = l.stringMap(e.val, f)
+			ep.Labels = l.StringMap(e.Val, f)
 		case "rules":
-			ep.Rules = l.routes(e.val, f, p)
+			ep.Rules = l.routes(e.Val, f, p)
 		default:
-			l.ignore(e.keyNode, f)
+			l.Ignore(e.KeyNode, f)
 		}
 	}
 	if ep.Rules == nil {
-		l.errorf(n, field, "rules is required (a list of {path, service, port})")
+		l.Errorf(n, field, "rules is required (a list of {path, service, port})")
 	}
 	return ep
 }
 
 func (l *loader) routes(n *yaml.Node, field string, p *Project) []Route {
-	d := deref(n)
+	d := yamlsrc.Deref(n)
 	if d == nil || d.Kind != yaml.SequenceNode {
-		l.expected(n, field, "a list of routes {path, service, port}")
+		l.Expected(n, field, "a list of routes {path, service, port}")
 		return nil
 	}
 	out := []Route{}
 	for i, item := range d.Content {
-		f := index(field, i)
+		f := yamlsrc.Index(field, i)
 		if r, ok := l.route(item, f, p); ok {
 			out = append(out, r)
 		}
@@ -93,25 +95,25 @@ func (l *loader) routes(n *yaml.Node, field string, p *Project) []Route {
 }
 
 func (l *loader) route(n *yaml.Node, field string, p *Project) (Route, bool) {
-	r := Route{Pos: l.pos(deref(n))}
-	es, ok := l.mapping(n, field)
+	r := Route{Pos: l.Pos(yamlsrc.Deref(n))}
+	es, ok := l.Mapping(n, field)
 	if !ok {
 		return r, false
 	}
 	var serviceNode, portNode *yaml.Node
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "path":
-			r.Path, _ = l.str(e.val, f)
+			r.Path, _ = l.Str(e.Val, f)
 		case "service":
-			r.Service, _ = l.str(e.val, f)
-			serviceNode = e.val
+			r.Service, _ = l.Str(e.Val, f)
+			serviceNode = e.Val
 		case "port":
-			portNode = e.val
-			v, good := l.intVal(e.val, f)
+			portNode = e.Val
+			v, good := l.Int(e.Val, f)
 			if good && (v < 1 || v > 65535) {
-				l.errorf(e.val, f, "expected a port between 1 and 65535, found %d", v)
+				l.Errorf(e.Val, f, "expected a port between 1 and 65535, found %d", v)
 				good = false
 			}
 			if !good {
@@ -119,7 +121,7 @@ func (l *loader) route(n *yaml.Node, field string, p *Project) (Route, bool) {
 			}
 			r.Port = int32(v)
 		default:
-			l.ignore(e.keyNode, f)
+			l.Ignore(e.KeyNode, f)
 		}
 	}
 	var missing []string
@@ -132,20 +134,20 @@ func (l *loader) route(n *yaml.Node, field string, p *Project) (Route, bool) {
 		}
 	}
 	if len(missing) > 0 {
-		l.errorf(n, field, "a route needs path, service and port; missing %s", strings.Join(missing, ", "))
+		l.Errorf(n, field, "a route needs path, service and port; missing %s", strings.Join(missing, ", "))
 		return r, false
 	}
 	if !strings.HasPrefix(r.Path, "/") {
-		l.errorf(n, joinField(field, "path"), "expected a path starting with /, found %q", r.Path)
+		l.Errorf(n, yamlsrc.Join(field, "path"), "expected a path starting with /, found %q", r.Path)
 		return r, false
 	}
 	s := p.Service(r.Service)
 	if s == nil {
-		l.errorf(serviceNode, joinField(field, "service"), "service %q is not defined (services: %s)", r.Service, serviceNames(p))
+		l.Errorf(serviceNode, yamlsrc.Join(field, "service"), "service %q is not defined (services: %s)", r.Service, serviceNames(p))
 		return r, false
 	}
 	if !exposes(s, r.Port) {
-		l.errorf(portNode, joinField(field, "port"), "service %q does not expose port %d (its ports: %s)", s.Name, r.Port, portList(s))
+		l.Errorf(portNode, yamlsrc.Join(field, "port"), "service %q does not expose port %d (its ports: %s)", s.Name, r.Port, portList(s))
 		return r, false
 	}
 	return r, true

@@ -4,55 +4,57 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // healthcheck reads A2. It returns nil when the check is disabled (disable: true or test NONE)
 // or has neither test nor http (a warning says so: there would be nothing to probe).
 func (l *loader) healthcheck(n *yaml.Node, field string) *Healthcheck {
 	h := &Healthcheck{Readiness: true}
-	es, ok := l.mapping(n, field)
+	es, ok := l.Mapping(n, field)
 	if !ok {
 		return nil
 	}
 	disabled := false
 	var testNode, httpNode *yaml.Node
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "test":
-			testNode = e.keyNode
-			exec, none, ok := l.healthTest(e.val, f)
+			testNode = e.KeyNode
+			exec, none, ok := l.healthTest(e.Val, f)
 			disabled = disabled || none
 			if ok {
 				h.Exec = exec
 			}
 		case "http":
-			httpNode = e.keyNode
-			h.HTTP = l.httpCheck(e.val, f)
+			httpNode = e.KeyNode
+			h.HTTP = l.httpCheck(e.Val, f)
 		case "disable":
-			if v, ok := l.boolVal(e.val, f); ok && v {
+			if v, ok := l.Bool(e.Val, f); ok && v {
 				disabled = true
 			}
 		case "interval":
-			h.Interval, _ = l.duration(e.val, f, false)
+			h.Interval, _ = l.duration(e.Val, f, false)
 		case "timeout":
-			h.Timeout, _ = l.duration(e.val, f, false)
+			h.Timeout, _ = l.duration(e.Val, f, false)
 		case "start_period":
-			h.StartPeriod, _ = l.duration(e.val, f, false)
+			h.StartPeriod, _ = l.duration(e.Val, f, false)
 		case "retries":
-			if v, ok := l.intVal(e.val, f); ok {
+			if v, ok := l.Int(e.Val, f); ok {
 				if v < 0 {
-					l.errorf(e.val, f, "expected zero or more retries, found %d", v)
+					l.Errorf(e.Val, f, "expected zero or more retries, found %d", v)
 				}
 				h.Retries = v
 			}
 		case "x-devtool-readiness":
-			h.Readiness, _ = l.boolVal(e.val, f)
+			h.Readiness, _ = l.Bool(e.Val, f)
 		case "x-devtool-liveness":
-			h.Liveness, _ = l.boolVal(e.val, f)
+			h.Liveness, _ = l.Bool(e.Val, f)
 		default:
-			if !strings.HasPrefix(e.key, "x-") {
-				l.ignore(e.keyNode, f)
+			if !strings.HasPrefix(e.Key, "x-") {
+				l.Ignore(e.KeyNode, f)
 			}
 		}
 	}
@@ -60,12 +62,12 @@ func (l *loader) healthcheck(n *yaml.Node, field string) *Healthcheck {
 		return nil
 	}
 	if h.Exec != nil && h.HTTP != nil {
-		l.errorf(httpNode, field, "set either test or http, not both")
+		l.Errorf(httpNode, field, "set either test or http, not both")
 		return nil
 	}
 	if h.Exec == nil && h.HTTP == nil {
 		if testNode == nil && httpNode == nil {
-			l.warnf("%s: %s has neither test nor http; no probe is created", l.pos(n), field)
+			l.Warnf("%s: %s has neither test nor http; no probe is created", l.Pos(n), field)
 		}
 		return nil
 	}
@@ -75,19 +77,19 @@ func (l *loader) healthcheck(n *yaml.Node, field string) *Healthcheck {
 // healthTest reads test: ["NONE"], ["CMD", args...], ["CMD-SHELL", cmd], or a string (which is
 // CMD-SHELL). Shell forms run through sh -c. none reports NONE.
 func (l *loader) healthTest(n *yaml.Node, field string) (exec []string, none, ok bool) {
-	vals, isString, ok := l.strOrList(n, field)
+	vals, isString, ok := l.StrOrList(n, field)
 	if !ok {
 		return nil, false, false
 	}
 	if isString {
 		if strings.TrimSpace(vals[0]) == "" {
-			l.errorf(n, field, "expected a command, found an empty string")
+			l.Errorf(n, field, "expected a command, found an empty string")
 			return nil, false, false
 		}
 		return []string{"sh", "-c", vals[0]}, false, true
 	}
 	if len(vals) == 0 {
-		l.errorf(n, field, "expected a list starting with NONE, CMD or CMD-SHELL, found an empty list")
+		l.Errorf(n, field, "expected a list starting with NONE, CMD or CMD-SHELL, found an empty list")
 		return nil, false, false
 	}
 	switch vals[0] {
@@ -95,52 +97,52 @@ func (l *loader) healthTest(n *yaml.Node, field string) (exec []string, none, ok
 		return nil, true, true
 	case "CMD":
 		if len(vals) < 2 {
-			l.errorf(n, field, "CMD needs a command after it")
+			l.Errorf(n, field, "CMD needs a command after it")
 			return nil, false, false
 		}
 		return vals[1:], false, true
 	case "CMD-SHELL":
 		if len(vals) < 2 {
-			l.errorf(n, field, "CMD-SHELL needs a command after it")
+			l.Errorf(n, field, "CMD-SHELL needs a command after it")
 			return nil, false, false
 		}
 		return []string{"sh", "-c", strings.Join(vals[1:], " ")}, false, true
 	}
-	l.errorf(n, field, "expected a list starting with NONE, CMD or CMD-SHELL, found %q first", vals[0])
+	l.Errorf(n, field, "expected a list starting with NONE, CMD or CMD-SHELL, found %q first", vals[0])
 	return nil, false, false
 }
 
 func (l *loader) httpCheck(n *yaml.Node, field string) *HTTPCheck {
-	es, ok := l.mapping(n, field)
+	es, ok := l.Mapping(n, field)
 	if !ok {
 		return nil
 	}
 	h := &HTTPCheck{}
 	var portSet bool
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "path":
-			h.Path, _ = l.str(e.val, f)
+			h.Path, _ = l.Str(e.Val, f)
 		case "port":
-			if p, ok := l.intVal(e.val, f); ok {
+			if p, ok := l.Int(e.Val, f); ok {
 				if p < 1 || p > 65535 {
-					l.errorf(e.val, f, "expected a port between 1 and 65535, found %d", p)
+					l.Errorf(e.Val, f, "expected a port between 1 and 65535, found %d", p)
 				}
 				h.Port, portSet = int32(p), true
 			}
 		default:
-			l.ignore(e.keyNode, f)
+			l.Ignore(e.KeyNode, f)
 		}
 	}
 	if h.Path == "" {
 		h.Path = "/"
 	}
 	if !strings.HasPrefix(h.Path, "/") {
-		l.errorf(n, joinField(field, "path"), "expected a path starting with /, found %q", h.Path)
+		l.Errorf(n, yamlsrc.Join(field, "path"), "expected a path starting with /, found %q", h.Path)
 	}
 	if !portSet {
-		l.errorf(n, field, "port is required")
+		l.Errorf(n, field, "port is required")
 		return nil
 	}
 	return h

@@ -6,10 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // LoadOptions says what to load and where variables come from.
@@ -44,19 +45,13 @@ func FindFile(dir string) (string, error) {
 	return "", fmt.Errorf("no compose file in %s (looked for %s)", dir, strings.Join(DefaultFileNames, ", "))
 }
 
-// loader holds the state of one Load call.
+// loader holds the state of one Load call. Its Reader names the file as the caller gave it,
+// for messages.
 type loader struct {
-	file   string // as given by the caller, for messages
-	dir    string // absolute folder of the file
-	home   string
-	lookup Lookup
+	*yamlsrc.Reader
+	dir  string // absolute folder of the file
+	home string
 
-	errs      Errors
-	warnings  []string
-	ignored   []ignoredField
-	merged    map[*yaml.Node][]entry
-	unset     []string
-	unsetSeen map[string]bool
 	// optionalDeps holds depends_on entries with required: false, by field then service.
 	optionalDeps map[string]map[string]bool
 }
@@ -82,57 +77,30 @@ func LoadBytes(opts LoadOptions, data []byte) (*Project, error) {
 		return nil, fmt.Errorf("compose file path: %w", err)
 	}
 	l := &loader{
-		file:      opts.File,
-		dir:       filepath.Dir(abs),
-		home:      homeDir(opts),
-		merged:    map[*yaml.Node][]entry{},
-		unsetSeen: map[string]bool{},
+		Reader: yamlsrc.NewReader(opts.File),
+		dir:    filepath.Dir(abs),
+		home:   yamlsrc.HomeDir(opts.HomeDir, opts.Environ),
 
 		optionalDeps: map[string]map[string]bool{},
 	}
-	shell := mapLookup(opts.Environ)
+	shell := yamlsrc.MapLookup(opts.Environ)
 	sources := []Lookup{shell, l.readDotEnv(shell)}
 	sources = append(sources, opts.Lookups...)
-	l.lookup = chainLookups(sources...)
+	// Spec precedence (A6): shell, then .env, then stored platform secrets.
+	l.Lookup = yamlsrc.ChainLookups(sources...)
 
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, Errors{l.yamlError(err)}
+		return nil, Errors{l.SyntaxError(err)}
 	}
-	l.interpolate(&doc, "")
+	l.Interpolate(&doc, "", nil)
 	p := &Project{File: abs, WorkingDir: l.dir}
 	l.project(&doc, p)
-	if len(l.errs) > 0 {
+	if len(l.Errs) > 0 {
 		// In file order, so a user can fix them top to bottom.
-		slices.SortStableFunc(l.errs, func(a, b *Error) int { return comparePos(a.Pos, b.Pos) })
-		return nil, l.errs
+		yamlsrc.SortErrors(l.Errs)
+		return nil, Errors(l.Errs)
 	}
-	p.Warnings = l.finalWarnings()
+	p.Warnings = l.Warnings()
 	return p, nil
-}
-
-func homeDir(opts LoadOptions) string {
-	if opts.HomeDir != "" {
-		return opts.HomeDir
-	}
-	if h := opts.Environ["HOME"]; h != "" {
-		return h
-	}
-	h, _ := os.UserHomeDir()
-	return h
-}
-
-// yamlError turns a yaml.v3 syntax error ("yaml: line 3: ...") into a positioned Error.
-func (l *loader) yamlError(err error) *Error {
-	msg := err.Error()
-	pos := Position{File: l.file}
-	rest := strings.TrimPrefix(msg, "yaml: ")
-	var line int
-	if n, _ := fmt.Sscanf(rest, "line %d:", &line); n == 1 {
-		pos.Line, pos.Column = line, 1
-		if i := strings.Index(rest, ":"); i >= 0 {
-			rest = strings.TrimSpace(rest[i+1:])
-		}
-	}
-	return &Error{Pos: pos, Msg: "invalid YAML: " + rest}
 }

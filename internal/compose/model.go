@@ -2,10 +2,7 @@
 // YAML nodes keep their positions, so every error names file:line:column.
 package compose
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // This file is the contract between the loader (this package) and translation (internal/translate).
 // Values here are fully resolved: interpolated, defaults applied, paths absolute, notations unified.
@@ -45,19 +42,6 @@ func (p *Project) Volume(name string) *Volume {
 		}
 	}
 	return nil
-}
-
-// Position is where something was written.
-type Position struct {
-	File         string
-	Line, Column int
-}
-
-func (p Position) String() string {
-	if p.Line == 0 {
-		return p.File
-	}
-	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Column)
 }
 
 // Service is one Compose service.

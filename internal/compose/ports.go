@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // maxPortRange bounds how many ports one range may expand to, so a typo like "1-65535"
@@ -14,35 +16,35 @@ const maxPortRange = 1000
 
 // ports reads a service's ports: numbers, short strings, or long-syntax objects.
 func (l *loader) ports(n *yaml.Node, field string) []Port {
-	d := deref(n)
-	if isNull(d) {
+	d := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(d) {
 		return nil
 	}
 	if d.Kind != yaml.SequenceNode {
-		l.expected(n, field, "a list of ports")
+		l.Expected(n, field, "a list of ports")
 		return nil
 	}
 	var out []Port
 	for i, item := range d.Content {
-		f := index(field, i)
-		id := deref(item)
+		f := yamlsrc.Index(field, i)
+		id := yamlsrc.Deref(item)
 		if id != nil && id.Kind == yaml.MappingNode {
 			if p, ok := l.longPort(item, f); ok {
 				out = append(out, p)
 			}
 			continue
 		}
-		s, ok := l.str(item, f)
+		s, ok := l.Str(item, f)
 		if !ok {
 			continue
 		}
 		ps, hostIP, err := parsePort(s)
 		if err != nil {
-			l.errorf(item, f, "%v", err)
+			l.Errorf(item, f, "%v", err)
 			continue
 		}
 		if hostIP != "" {
-			l.warnf("%s: %s: host IP %s ignored; the port is published through the cluster", l.pos(item), f, hostIP)
+			l.Warnf("%s: %s: host IP %s ignored; the port is published through the cluster", l.Pos(item), f, hostIP)
 		}
 		out = append(out, ps...)
 	}
@@ -155,52 +157,52 @@ func portNumber(s string) (int32, error) {
 // longPort reads {target, published, protocol, host_ip, ...}.
 func (l *loader) longPort(n *yaml.Node, field string) (Port, bool) {
 	p := Port{Protocol: "TCP"}
-	es, _ := l.mapping(n, field)
+	es, _ := l.Mapping(n, field)
 	ok := true
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "target":
-			s, good := l.str(e.val, f)
+			s, good := l.Str(e.Val, f)
 			if v, err := portNumber(s); good && err == nil {
 				p.ContainerPort = v
 			} else {
-				l.errorf(e.val, f, "expected a port between 1 and 65535, found %s", kindName(e.val))
+				l.Errorf(e.Val, f, "expected a port between 1 and 65535, found %s", yamlsrc.KindName(e.Val))
 				ok = false
 			}
 		case "published":
-			s, good := l.str(e.val, f)
+			s, good := l.Str(e.Val, f)
 			if !good || s == "" {
 				continue
 			}
 			if from, _, err := portRange(s); err == nil {
 				p.HostPort = from
 			} else {
-				l.errorf(e.val, f, "expected a port between 1 and 65535, found %q", s)
+				l.Errorf(e.Val, f, "expected a port between 1 and 65535, found %q", s)
 				ok = false
 			}
 		case "protocol":
-			s, _ := l.str(e.val, f)
+			s, _ := l.Str(e.Val, f)
 			switch strings.ToLower(s) {
 			case "tcp", "":
 			case "udp":
 				p.Protocol = "UDP"
 			default:
-				l.errorf(e.val, f, "expected tcp or udp, found %q", s)
+				l.Errorf(e.Val, f, "expected tcp or udp, found %q", s)
 				ok = false
 			}
 		case "host_ip":
-			if s, _ := l.str(e.val, f); s != "" {
-				l.warnf("%s: %s: host IP %s ignored; the port is published through the cluster", l.pos(e.val), f, s)
+			if s, _ := l.Str(e.Val, f); s != "" {
+				l.Warnf("%s: %s: host IP %s ignored; the port is published through the cluster", l.Pos(e.Val), f, s)
 			}
 		default:
-			if !strings.HasPrefix(e.key, "x-") {
-				l.ignore(e.keyNode, f)
+			if !strings.HasPrefix(e.Key, "x-") {
+				l.Ignore(e.KeyNode, f)
 			}
 		}
 	}
 	if p.ContainerPort == 0 && ok {
-		l.errorf(n, field, "target (the container port) is required")
+		l.Errorf(n, field, "target (the container port) is required")
 		ok = false
 	}
 	return p, ok

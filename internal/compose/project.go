@@ -6,50 +6,52 @@ import (
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // project reads the top-level keys. Volumes are read first so service mounts can be checked
 // against them, and endpoints last so their rules can be checked against the services.
 func (l *loader) project(doc *yaml.Node, p *Project) {
-	root := deref(doc)
-	if doc.Kind == 0 || len(doc.Content) == 0 || isNull(root) {
-		l.errs = append(l.errs, &Error{Pos: Position{File: l.file, Line: 1, Column: 1},
+	root := yamlsrc.Deref(doc)
+	if doc.Kind == 0 || len(doc.Content) == 0 || yamlsrc.IsNull(root) {
+		l.Errs = append(l.Errs, &Error{Pos: Position{File: l.File, Line: 1, Column: 1},
 			Msg: "the compose file is empty; expected a mapping with a services key"})
 		return
 	}
-	top, ok := l.mapping(root, "")
+	top, ok := l.Mapping(root, "")
 	if !ok {
 		return
 	}
-	var services, volumes, endpoints *entry
+	var services, volumes, endpoints *yamlsrc.Entry
 	for i := range top {
 		e := &top[i]
 		switch {
-		case e.key == "services":
+		case e.Key == "services":
 			services = e
-		case e.key == "volumes":
+		case e.Key == "volumes":
 			volumes = e
-		case e.key == "endpoints":
+		case e.Key == "endpoints":
 			endpoints = e
-		case e.key == "name":
-			p.Name, _ = l.str(e.val, "name")
-		case e.key == "version":
-			l.warnf("%s: the top-level version field is obsolete and ignored", l.pos(e.keyNode))
-		case strings.HasPrefix(e.key, "x-"):
+		case e.Key == "name":
+			p.Name, _ = l.Str(e.Val, "name")
+		case e.Key == "version":
+			l.Warnf("%s: the top-level version field is obsolete and ignored", l.Pos(e.KeyNode))
+		case strings.HasPrefix(e.Key, "x-"):
 			// Extensions: usable through anchors, nothing to load.
 		default:
-			l.ignore(e.keyNode, e.key)
+			l.Ignore(e.KeyNode, e.Key)
 		}
 	}
 	if volumes != nil {
-		l.volumes(volumes.val, p)
+		l.volumes(volumes.Val, p)
 	}
 	if services != nil {
-		l.services(services.val, p)
+		l.services(services.Val, p)
 		l.checkDependencies(p)
 	}
 	if endpoints != nil {
-		p.Endpoints = l.endpoints(endpoints.val, "endpoints", p)
+		p.Endpoints = l.endpoints(endpoints.Val, "endpoints", p)
 	}
 }
 
@@ -60,7 +62,7 @@ func (l *loader) checkName(n *yaml.Node, field, what, name string) bool {
 		if alt := strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(name)); len(validation.IsDNS1123Label(alt)) == 0 {
 			hint = fmt.Sprintf(" (for example %q)", alt)
 		}
-		l.errorf(n, field, "%s name %q is not valid in Kubernetes: use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit%s", what, name, hint)
+		l.Errorf(n, field, "%s name %q is not valid in Kubernetes: use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit%s", what, name, hint)
 		return false
 	}
 	return true

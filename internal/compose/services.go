@@ -5,56 +5,58 @@ import (
 
 	"github.com/mattn/go-shellwords"
 	"gopkg.in/yaml.v3"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 func (l *loader) services(n *yaml.Node, p *Project) {
-	es, _ := l.mapping(n, "services")
+	es, _ := l.Mapping(n, "services")
 	for _, e := range es {
-		field := joinField("services", e.key)
-		l.checkName(e.keyNode, field, "service", e.key)
+		field := yamlsrc.Join("services", e.Key)
+		l.checkName(e.KeyNode, field, "service", e.Key)
 		p.Services = append(p.Services, l.service(e, field, p))
 	}
 }
 
 // service reads one service. Fields with two notations (resources, restart, scale) are
 // collected first and unified at the end.
-func (l *loader) service(e entry, field string, p *Project) *Service {
-	s := &Service{Name: e.key, Pos: l.pos(e.keyNode), Scale: 1, Restart: Restart{Policy: RestartAlways}}
-	fields, ok := l.mapping(e.val, field)
+func (l *loader) service(e yamlsrc.Entry, field string, p *Project) *Service {
+	s := &Service{Name: e.Key, Pos: l.Pos(e.KeyNode), Scale: 1, Restart: Restart{Policy: RestartAlways}}
+	fields, ok := l.Mapping(e.Val, field)
 	if !ok {
 		return s
 	}
-	var envFiles, env, scale, resources, deploy, restart *entry
+	var envFiles, env, scale, resources, deploy, restart *yamlsrc.Entry
 	for i := range fields {
 		f := &fields[i]
-		ff := joinField(field, f.key)
-		switch f.key {
+		ff := yamlsrc.Join(field, f.Key)
+		switch f.Key {
 		case "build":
-			s.Build = l.build(f.val, ff)
+			s.Build = l.build(f.Val, ff)
 		case "image":
-			s.Image, _ = l.str(f.val, ff)
+			s.Image, _ = l.Str(f.Val, ff)
 		case "cap_add":
-			s.CapAdd, _ = l.strList(f.val, ff)
+			s.CapAdd, _ = l.StrList(f.Val, ff)
 		case "cap_drop":
-			s.CapDrop, _ = l.strList(f.val, ff)
+			s.CapDrop, _ = l.StrList(f.Val, ff)
 		case "command":
-			s.Command = l.command(f.val, ff)
+			s.Command = l.command(f.Val, ff)
 		case "entrypoint":
-			s.Entrypoint = l.command(f.val, ff)
+			s.Entrypoint = l.command(f.Val, ff)
 		case "working_dir":
-			s.WorkingDir, _ = l.str(f.val, ff)
+			s.WorkingDir, _ = l.Str(f.Val, ff)
 		case "depends_on":
-			s.DependsOn = l.dependsOn(f.val, ff)
+			s.DependsOn = l.dependsOn(f.Val, ff)
 		case "env_file":
 			envFiles = f
 		case "environment":
 			env = f
 		case "healthcheck":
-			s.Healthcheck = l.healthcheck(f.val, ff)
+			s.Healthcheck = l.healthcheck(f.Val, ff)
 		case "labels":
-			s.Labels = l.stringMap(f.val, ff)
+			s.Labels = l.StringMap(f.Val, ff)
 		case "ports":
-			s.Ports = l.ports(f.val, ff)
+			s.Ports = l.ports(f.Val, ff)
 		case "scale":
 			scale = f
 		case "resources":
@@ -64,23 +66,23 @@ func (l *loader) service(e entry, field string, p *Project) *Service {
 		case "restart":
 			restart = f
 		case "stop_grace_period":
-			if d, ok := l.duration(f.val, ff, true); ok {
+			if d, ok := l.duration(f.Val, ff, true); ok {
 				s.StopGracePeriod = &d
 			}
 		case "volumes":
-			s.Volumes = l.serviceVolumes(f.val, ff, p)
+			s.Volumes = l.serviceVolumes(f.Val, ff, p)
 		case "x-node-selector":
-			s.NodeSelector = l.stringMap(f.val, ff)
+			s.NodeSelector = l.StringMap(f.Val, ff)
 		default:
-			if !strings.HasPrefix(f.key, "x-") {
-				l.ignore(f.keyNode, ff)
+			if !strings.HasPrefix(f.Key, "x-") {
+				l.Ignore(f.KeyNode, ff)
 			}
 		}
 	}
 	s.Environment = l.environment(envFiles, env, field)
 	l.unifyDeploy(s, field, scale, resources, deploy, restart)
 	if s.Image == "" && s.Build == nil {
-		l.errorf(e.keyNode, field, "image is required when build is not set")
+		l.Errorf(e.KeyNode, field, "image is required when build is not set")
 	}
 	return s
 }
@@ -88,10 +90,10 @@ func (l *loader) service(e entry, field string, p *Project) *Service {
 // command reads command or entrypoint: a list as written, or a string split like a shell
 // would split it (quotes respected, no expansion). Null means "not set".
 func (l *loader) command(n *yaml.Node, field string) []string {
-	if isNull(n) {
+	if yamlsrc.IsNull(n) {
 		return nil
 	}
-	vals, isString, ok := l.strOrList(n, field)
+	vals, isString, ok := l.StrOrList(n, field)
 	if !ok {
 		return nil
 	}
@@ -103,7 +105,7 @@ func (l *loader) command(n *yaml.Node, field string) []string {
 	}
 	args, err := shellwords.Parse(vals[0])
 	if err != nil {
-		l.errorf(n, field, "cannot split %q into arguments: %v (check the quotes, or write a list)", vals[0], err)
+		l.Errorf(n, field, "cannot split %q into arguments: %v (check the quotes, or write a list)", vals[0], err)
 		return nil
 	}
 	if args == nil {
@@ -115,17 +117,17 @@ func (l *loader) command(n *yaml.Node, field string) []string {
 // environment merges env_file files (in order, later wins) with environment, which wins even
 // when a value is empty or undefined. A name without a value takes it from the variable
 // sources and is dropped when they do not define it.
-func (l *loader) environment(envFiles, env *entry, field string) map[string]string {
+func (l *loader) environment(envFiles, env *yamlsrc.Entry, field string) map[string]string {
 	out := map[string]string{}
 	if envFiles != nil {
 		l.envFiles(envFiles, field, out)
 	}
 	if env != nil {
-		kvs, _ := l.keyValues(env.val, joinField(field, "environment"))
+		kvs, _ := l.KeyValues(env.Val, yamlsrc.Join(field, "environment"))
 		for _, e := range kvs {
-			if e.Value != nil {
-				out[e.Key] = *e.Value
-			} else if v, ok := l.lookup(e.Key); ok {
+			if e.HasValue {
+				out[e.Key] = e.Value
+			} else if v, ok := l.Lookup(e.Key); ok {
 				out[e.Key] = v
 			} else {
 				delete(out, e.Key)
@@ -139,50 +141,50 @@ func (l *loader) environment(envFiles, env *entry, field string) map[string]stri
 }
 
 // envFiles reads env_file: a string, a list of strings, or a list of {path, required}.
-func (l *loader) envFiles(e *entry, field string, out map[string]string) {
-	field = joinField(field, "env_file")
-	d := deref(e.val)
-	if d != nil && d.Kind == yaml.ScalarNode && !isNull(d) {
+func (l *loader) envFiles(e *yamlsrc.Entry, field string, out map[string]string) {
+	field = yamlsrc.Join(field, "env_file")
+	d := yamlsrc.Deref(e.Val)
+	if d != nil && d.Kind == yaml.ScalarNode && !yamlsrc.IsNull(d) {
 		for k, v := range l.readEnvFile(d.Value, true, d, field) {
 			out[k] = v
 		}
 		return
 	}
-	if isNull(d) {
+	if yamlsrc.IsNull(d) {
 		return
 	}
 	if d.Kind != yaml.SequenceNode {
-		l.expected(e.val, field, "a path or a list of paths")
+		l.Expected(e.Val, field, "a path or a list of paths")
 		return
 	}
 	for i, item := range d.Content {
-		f := index(field, i)
+		f := yamlsrc.Index(field, i)
 		path, required := "", true
-		if id := deref(item); id != nil && id.Kind == yaml.MappingNode {
-			es, _ := l.mapping(item, f)
+		if id := yamlsrc.Deref(item); id != nil && id.Kind == yaml.MappingNode {
+			es, _ := l.Mapping(item, f)
 			for _, pe := range es {
-				switch pe.key {
+				switch pe.Key {
 				case "path":
-					path, _ = l.str(pe.val, joinField(f, "path"))
+					path, _ = l.Str(pe.Val, yamlsrc.Join(f, "path"))
 				case "required":
-					required, _ = l.boolVal(pe.val, joinField(f, "required"))
+					required, _ = l.Bool(pe.Val, yamlsrc.Join(f, "required"))
 				default:
-					l.ignore(pe.keyNode, joinField(f, pe.key))
+					l.Ignore(pe.KeyNode, yamlsrc.Join(f, pe.Key))
 				}
 			}
 			if path == "" {
-				l.errorf(item, f, "path is required")
+				l.Errorf(item, f, "path is required")
 				continue
 			}
-		} else if s, ok := l.str(item, f); ok && s != "" {
+		} else if s, ok := l.Str(item, f); ok && s != "" {
 			path = s
 		} else {
 			if ok {
-				l.errorf(item, f, "expected a path, found an empty value")
+				l.Errorf(item, f, "expected a path, found an empty value")
 			}
 			continue
 		}
-		for k, v := range l.readEnvFile(path, required, deref(item), f) {
+		for k, v := range l.readEnvFile(path, required, yamlsrc.Deref(item), f) {
 			out[k] = v
 		}
 	}

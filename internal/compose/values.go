@@ -15,7 +15,7 @@ import (
 // duration reads a Compose duration ("10s", "1m30s", "1h"). A bare number is seconds only
 // where the spec allows it (stop_grace_period).
 func (l *loader) duration(n *yaml.Node, field string, bareSeconds bool) (time.Duration, bool) {
-	s, ok := l.str(n, field)
+	s, ok := l.Str(n, field)
 	if !ok {
 		return 0, false
 	}
@@ -23,17 +23,17 @@ func (l *loader) duration(n *yaml.Node, field string, bareSeconds bool) (time.Du
 	if secs, err := strconv.ParseInt(s, 10, 32); err == nil {
 		if secs == 0 || bareSeconds {
 			if secs < 0 {
-				l.errorf(n, field, "expected a positive number of seconds, found %s", s)
+				l.Errorf(n, field, "expected a positive number of seconds, found %s", s)
 				return 0, false
 			}
 			return time.Duration(secs) * time.Second, true
 		}
-		l.errorf(n, field, "expected a duration with a unit such as 10s or 1m30s, found %q", s)
+		l.Errorf(n, field, "expected a duration with a unit such as 10s or 1m30s, found %q", s)
 		return 0, false
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		l.errorf(n, field, "expected a duration such as 10s, 500ms or 1m30s, found %q", s)
+		l.Errorf(n, field, "expected a duration such as 10s, 500ms or 1m30s, found %q", s)
 		return 0, false
 	}
 	return d, true

@@ -7,6 +7,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // DefaultVolumeSize is the size of a volume without driver_opts.size (A3).
@@ -14,22 +16,22 @@ const DefaultVolumeSize = "1Gi"
 
 // volumes reads the top-level volumes (A3).
 func (l *loader) volumes(n *yaml.Node, p *Project) {
-	es, _ := l.mapping(n, "volumes")
+	es, _ := l.Mapping(n, "volumes")
 	for _, e := range es {
-		field := joinField("volumes", e.key)
-		l.checkName(e.keyNode, field, "volume", e.key)
-		v := &Volume{Name: e.key, Size: DefaultVolumeSize, Pos: l.pos(e.keyNode)}
-		fields, _ := l.mapping(e.val, field)
+		field := yamlsrc.Join("volumes", e.Key)
+		l.checkName(e.KeyNode, field, "volume", e.Key)
+		v := &Volume{Name: e.Key, Size: DefaultVolumeSize, Pos: l.Pos(e.KeyNode)}
+		fields, _ := l.Mapping(e.Val, field)
 		for _, f := range fields {
-			ff := joinField(field, f.key)
-			switch f.key {
+			ff := yamlsrc.Join(field, f.Key)
+			switch f.Key {
 			case "labels":
-				v.Labels = l.stringMap(f.val, ff)
+				v.Labels = l.StringMap(f.Val, ff)
 			case "driver_opts":
-				l.driverOpts(f.val, ff, v)
+				l.driverOpts(f.Val, ff, v)
 			default:
-				if !strings.HasPrefix(f.key, "x-") {
-					l.ignore(f.keyNode, ff)
+				if !strings.HasPrefix(f.Key, "x-") {
+					l.Ignore(f.KeyNode, ff)
 				}
 			}
 		}
@@ -60,25 +62,25 @@ func sizeQuantity(s string) (string, error) {
 }
 
 func (l *loader) driverOpts(n *yaml.Node, field string, v *Volume) {
-	es, _ := l.mapping(n, field)
+	es, _ := l.Mapping(n, field)
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "class":
-			v.Class, _ = l.str(e.val, f)
+			v.Class, _ = l.Str(e.Val, f)
 		case "size":
-			s, ok := l.str(e.val, f)
+			s, ok := l.Str(e.Val, f)
 			if !ok || s == "" {
 				continue
 			}
 			q, err := sizeQuantity(s)
 			if err != nil {
-				l.errorf(e.val, f, "expected a size such as 1Gi, 500Mi or 10G, found %q", s)
+				l.Errorf(e.Val, f, "expected a size such as 1Gi, 500Mi or 10G, found %q", s)
 				continue
 			}
 			v.Size = q
 		default:
-			l.ignore(e.keyNode, f)
+			l.Ignore(e.KeyNode, f)
 		}
 	}
 }
@@ -86,30 +88,30 @@ func (l *loader) driverOpts(n *yaml.Node, field string, v *Volume) {
 // serviceVolumes reads a service's volumes: "name:/path", "/path", "./host:/path" (with an
 // optional ":ro"), or the long syntax {type, source, target, read_only}.
 func (l *loader) serviceVolumes(n *yaml.Node, field string, p *Project) []VolumeMount {
-	d := deref(n)
-	if isNull(d) {
+	d := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(d) {
 		return nil
 	}
 	if d.Kind != yaml.SequenceNode {
-		l.expected(n, field, "a list of volumes")
+		l.Expected(n, field, "a list of volumes")
 		return nil
 	}
 	var out []VolumeMount
 	for i, item := range d.Content {
-		f := index(field, i)
+		f := yamlsrc.Index(field, i)
 		var m VolumeMount
 		var ok bool
-		if id := deref(item); id != nil && id.Kind == yaml.MappingNode {
+		if id := yamlsrc.Deref(item); id != nil && id.Kind == yaml.MappingNode {
 			m, ok = l.longVolume(item, f)
-		} else if s, good := l.str(item, f); good {
+		} else if s, good := l.Str(item, f); good {
 			m, ok = l.shortVolume(s, item, f)
 		}
 		if !ok {
 			continue
 		}
-		m.Pos = l.pos(deref(item))
+		m.Pos = l.Pos(yamlsrc.Deref(item))
 		if m.Kind == VolumeNamed && p.Volume(m.Source) == nil {
-			l.errorf(item, f, "volume %q is not defined in the top-level volumes (defined: %s)", m.Source, volumeNames(p))
+			l.Errorf(item, f, "volume %q is not defined in the top-level volumes (defined: %s)", m.Source, volumeNames(p))
 			continue
 		}
 		out = append(out, m)
@@ -133,12 +135,12 @@ func (l *loader) shortVolume(s string, n *yaml.Node, field string) (VolumeMount,
 					m.ReadOnly = true
 				case "rw", "":
 				default:
-					l.warnf("%s: %s: volume option %q ignored", l.pos(n), field, opt)
+					l.Warnf("%s: %s: volume option %q ignored", l.Pos(n), field, opt)
 				}
 			}
 		}
 	default:
-		l.errorf(n, field, "expected name:/path, /path or ./host/path:/path with an optional :ro, found %q", s)
+		l.Errorf(n, field, "expected name:/path, /path or ./host/path:/path with an optional :ro, found %q", s)
 		return m, false
 	}
 	return m, l.checkMount(m, n, field)
@@ -157,11 +159,11 @@ func (l *loader) setSource(m *VolumeMount, src string) {
 
 func (l *loader) checkMount(m VolumeMount, n *yaml.Node, field string) bool {
 	if m.Kind == VolumeNamed && m.Source == "" {
-		l.errorf(n, field, "the volume source is empty")
+		l.Errorf(n, field, "the volume source is empty")
 		return false
 	}
 	if !path.IsAbs(m.Target) {
-		l.errorf(n, field, "the container path must be absolute, found %q", m.Target)
+		l.Errorf(n, field, "the container path must be absolute, found %q", m.Target)
 		return false
 	}
 	return true
@@ -170,21 +172,21 @@ func (l *loader) checkMount(m VolumeMount, n *yaml.Node, field string) bool {
 func (l *loader) longVolume(n *yaml.Node, field string) (VolumeMount, bool) {
 	var m VolumeMount
 	typ, src := "", ""
-	es, _ := l.mapping(n, field)
+	es, _ := l.Mapping(n, field)
 	for _, e := range es {
-		f := joinField(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "type":
-			typ, _ = l.str(e.val, f)
+			typ, _ = l.Str(e.Val, f)
 		case "source":
-			src, _ = l.str(e.val, f)
+			src, _ = l.Str(e.Val, f)
 		case "target":
-			m.Target, _ = l.str(e.val, f)
+			m.Target, _ = l.Str(e.Val, f)
 		case "read_only":
-			m.ReadOnly, _ = l.boolVal(e.val, f)
+			m.ReadOnly, _ = l.Bool(e.Val, f)
 		default:
-			if !strings.HasPrefix(e.key, "x-") {
-				l.ignore(e.keyNode, f)
+			if !strings.HasPrefix(e.Key, "x-") {
+				l.Ignore(e.KeyNode, f)
 			}
 		}
 	}
@@ -197,15 +199,15 @@ func (l *loader) longVolume(n *yaml.Node, field string) (VolumeMount, bool) {
 		}
 	case "bind":
 		if src == "" {
-			l.errorf(n, field, "a bind mount needs a source")
+			l.Errorf(n, field, "a bind mount needs a source")
 			return m, false
 		}
 		m.Kind, m.Source = VolumeHost, l.absPath(src)
 	case "":
-		l.errorf(n, field, "type is required (volume or bind)")
+		l.Errorf(n, field, "type is required (volume or bind)")
 		return m, false
 	default:
-		l.errorf(n, joinField(field, "type"), "expected volume or bind, found %q (other mount types are not supported)", typ)
+		l.Errorf(n, yamlsrc.Join(field, "type"), "expected volume or bind, found %q (other mount types are not supported)", typ)
 		return m, false
 	}
 	return m, l.checkMount(m, n, field)

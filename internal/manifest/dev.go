@@ -9,78 +9,79 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/devtool/devtool/internal/compose"
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // devSection reads the dev map: development container name -> settings.
 func (p *parser) devSection(n *yaml.Node, field string) []*Dev {
-	es, _ := p.mapping(n, field)
+	es, _ := p.Mapping(n, field)
 	var out []*Dev
 	for _, e := range es {
-		f := join(field, e.key)
-		p.checkName(e.keyNode, f, "development container", e.key)
+		f := yamlsrc.Join(field, e.Key)
+		p.checkName(e.KeyNode, f, "development container", e.Key)
 		out = append(out, p.dev(e, f))
 	}
 	return out
 }
 
-func (p *parser) dev(e entry, field string) *Dev {
-	d := &Dev{Name: e.key, Pos: p.pos(e.keyNode)}
-	es, ok := p.mapping(e.val, field)
+func (p *parser) dev(e yamlsrc.Entry, field string) *Dev {
+	d := &Dev{Name: e.Key, Pos: p.Pos(e.KeyNode)}
+	es, ok := p.Mapping(e.Val, field)
 	if !ok {
 		return d
 	}
 	for _, de := range es {
-		f := join(field, de.key)
-		switch de.key {
+		f := yamlsrc.Join(field, de.Key)
+		switch de.Key {
 		case "image":
-			d.Image, _ = p.str(de.val, f)
+			d.Image, _ = p.Str(de.Val, f)
 		case "command":
-			d.Command = p.command(de.val, f)
+			d.Command = p.command(de.Val, f)
 		case "workdir":
-			if s, ok := p.str(de.val, f); ok && s != "" {
+			if s, ok := p.Str(de.Val, f); ok && s != "" {
 				if !strings.HasPrefix(s, "/") {
-					p.errorf(de.val, f, "expected an absolute path in the container, found %q", s)
+					p.Errorf(de.Val, f, "expected an absolute path in the container, found %q", s)
 				}
 				d.Workdir = s
 			}
 		case "sync":
-			d.Sync = p.syncs(de.val, f)
+			d.Sync = p.syncs(de.Val, f)
 		case "forward":
-			d.Forward = p.forwards(de.val, f)
+			d.Forward = p.forwards(de.Val, f)
 		case "reverse":
-			d.Reverse = p.reverses(de.val, f)
+			d.Reverse = p.reverses(de.Val, f)
 		case "environment":
-			d.Environment = p.environment(de.val, f)
+			d.Environment = p.environment(de.Val, f)
 		case "resources":
-			d.Resources = p.resources(de.val, f)
+			d.Resources = p.resources(de.Val, f)
 		case "securityContext":
-			d.SecurityContext = p.securityContext(de.val, f)
+			d.SecurityContext = p.securityContext(de.Val, f)
 		case "persistentVolume":
-			d.PersistentVolume = p.persistentVolume(de.val, f)
+			d.PersistentVolume = p.persistentVolume(de.Val, f)
 		case "selector":
-			d.Selector = p.stringMap(de.val, f)
+			d.Selector = p.StringMap(de.Val, f)
 		case "container":
-			d.Container, _ = p.str(de.val, f)
+			d.Container, _ = p.Str(de.Val, f)
 		case "autocreate":
-			d.Autocreate, _ = p.boolVal(de.val, f)
+			d.Autocreate, _ = p.Bool(de.Val, f)
 		default:
-			if !strings.HasPrefix(de.key, "x-") {
-				p.ignore(de.keyNode, f)
+			if !strings.HasPrefix(de.Key, "x-") {
+				p.Ignore(de.KeyNode, f)
 			}
 		}
 	}
 	if d.Autocreate && d.Image == "" {
-		p.errorf(e.keyNode, join(field, "image"), "image is required with autocreate: true (there is no workload to take it from)")
+		p.Errorf(e.KeyNode, yamlsrc.Join(field, "image"), "image is required with autocreate: true (there is no workload to take it from)")
 	}
 	return d
 }
 
 // command reads a list as written, or a string split like a shell would (quotes respected).
 func (p *parser) command(n *yaml.Node, field string) []string {
-	if isNull(n) {
+	if yamlsrc.IsNull(n) {
 		return nil
 	}
-	vals, isString, ok := p.strOrList(n, field)
+	vals, isString, ok := p.StrOrList(n, field)
 	if !ok {
 		return nil
 	}
@@ -92,7 +93,7 @@ func (p *parser) command(n *yaml.Node, field string) []string {
 	}
 	args, err := shellwords.Parse(vals[0])
 	if err != nil {
-		p.errorf(n, field, "cannot split %q into arguments: %v (check the quotes, or write a list)", vals[0], err)
+		p.Errorf(n, field, "cannot split %q into arguments: %v (check the quotes, or write a list)", vals[0], err)
 		return nil
 	}
 	if args == nil {
@@ -104,34 +105,34 @@ func (p *parser) command(n *yaml.Node, field string) []string {
 // environment reads a list of NAME=value or a map; a bare NAME takes its value from the
 // variable sources and is dropped when they do not define it.
 func (p *parser) environment(n *yaml.Node, field string) map[string]string {
-	kvs := p.keyValues(n, field)
+	kvs, _ := p.KeyValues(n, field)
 	if len(kvs) == 0 {
 		return nil
 	}
 	out := map[string]string{}
 	for _, e := range kvs {
-		if e.hasValue {
-			out[e.key] = e.value
-		} else if v, ok := p.lookup(e.key); ok {
-			out[e.key] = v
+		if e.HasValue {
+			out[e.Key] = e.Value
+		} else if v, ok := p.Lookup(e.Key); ok {
+			out[e.Key] = v
 		}
 	}
 	return out
 }
 
 func (p *parser) itemStrings(n *yaml.Node, field, what string) ([]string, []*yaml.Node) {
-	d := deref(n)
-	if isNull(d) {
+	d := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(d) {
 		return nil, nil
 	}
 	if d.Kind != yaml.SequenceNode {
-		p.expected(n, field, "a list of "+what)
+		p.Expected(n, field, "a list of "+what)
 		return nil, nil
 	}
 	var vals []string
 	var nodes []*yaml.Node
 	for i, item := range d.Content {
-		if s, ok := p.str(item, index(field, i)); ok {
+		if s, ok := p.Str(item, yamlsrc.Index(field, i)); ok {
 			vals = append(vals, strings.TrimSpace(s))
 			nodes = append(nodes, item)
 		}
@@ -144,14 +145,14 @@ func (p *parser) syncs(n *yaml.Node, field string) []Sync {
 	vals, nodes := p.itemStrings(n, field, "local:remote folder pairs")
 	var out []Sync
 	for i, s := range vals {
-		f := index(field, i)
+		f := yamlsrc.Index(field, i)
 		local, remote, ok := strings.Cut(s, ":")
 		if !ok || local == "" || remote == "" || strings.Contains(remote, ":") {
-			p.errorf(nodes[i], f, "expected local:remote (for example .:/app), found %q", s)
+			p.Errorf(nodes[i], f, "expected local:remote (for example .:/app), found %q", s)
 			continue
 		}
 		if !strings.HasPrefix(remote, "/") {
-			p.errorf(nodes[i], f, "the remote folder must be an absolute path in the container, found %q", remote)
+			p.Errorf(nodes[i], f, "the remote folder must be an absolute path in the container, found %q", remote)
 			continue
 		}
 		out = append(out, Sync{Local: p.absPath(local), Remote: remote})
@@ -164,7 +165,7 @@ func (p *parser) forwards(n *yaml.Node, field string) []Forward {
 	vals, nodes := p.itemStrings(n, field, "local:remote or local:service:remote ports")
 	var out []Forward
 	for i, s := range vals {
-		f := index(field, i)
+		f := yamlsrc.Index(field, i)
 		parts := strings.Split(s, ":")
 		var fw Forward
 		ok := true
@@ -187,7 +188,7 @@ func (p *parser) forwards(n *yaml.Node, field string) []Forward {
 				ok = false
 			}
 		default:
-			p.errorf(nodes[i], f, "expected local:remote or local:service:remote (for example 8080:80 or 5432:db:5432), found %q", s)
+			p.Errorf(nodes[i], f, "expected local:remote or local:service:remote (for example 8080:80 or 5432:db:5432), found %q", s)
 			ok = false
 		}
 		if ok {
@@ -202,10 +203,10 @@ func (p *parser) reverses(n *yaml.Node, field string) []Reverse {
 	vals, nodes := p.itemStrings(n, field, "remote:local ports")
 	var out []Reverse
 	for i, s := range vals {
-		f := index(field, i)
+		f := yamlsrc.Index(field, i)
 		remote, local, found := strings.Cut(s, ":")
 		if !found || strings.Contains(local, ":") {
-			p.errorf(nodes[i], f, "expected remote:local (for example 9000:9000), found %q", s)
+			p.Errorf(nodes[i], f, "expected remote:local (for example 9000:9000), found %q", s)
 			continue
 		}
 		r, ok1 := p.portText(nodes[i], f, remote)
@@ -220,7 +221,7 @@ func (p *parser) reverses(n *yaml.Node, field string) []Reverse {
 func (p *parser) portText(n *yaml.Node, field, s string) (int32, bool) {
 	v, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil || v < 1 || v > 65535 {
-		p.errorf(n, field, "expected a port between 1 and 65535, found %q", s)
+		p.Errorf(n, field, "expected a port between 1 and 65535, found %q", s)
 		return 0, false
 	}
 	return int32(v), true
@@ -229,16 +230,16 @@ func (p *parser) portText(n *yaml.Node, field, s string) (int32, bool) {
 // resources reads {requests, limits}, each {cpu, memory} as Kubernetes quantities.
 func (p *parser) resources(n *yaml.Node, field string) compose.Resources {
 	var r compose.Resources
-	es, _ := p.mapping(n, field)
+	es, _ := p.Mapping(n, field)
 	for _, e := range es {
-		f := join(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "requests":
-			r.Requests = p.resourceList(e.val, f)
+			r.Requests = p.resourceList(e.Val, f)
 		case "limits":
-			r.Limits = p.resourceList(e.val, f)
+			r.Limits = p.resourceList(e.Val, f)
 		default:
-			p.ignore(e.keyNode, f)
+			p.Ignore(e.KeyNode, f)
 		}
 	}
 	return r
@@ -246,29 +247,29 @@ func (p *parser) resources(n *yaml.Node, field string) compose.Resources {
 
 func (p *parser) resourceList(n *yaml.Node, field string) compose.ResourceList {
 	var l compose.ResourceList
-	es, _ := p.mapping(n, field)
+	es, _ := p.Mapping(n, field)
 	for _, e := range es {
-		f := join(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "cpu":
-			l.CPU, _ = p.quantity(e.val, f, "a CPU amount (for example 500m or 1)")
+			l.CPU, _ = p.quantity(e.Val, f, "a CPU amount (for example 500m or 1)")
 		case "memory":
-			l.Memory, _ = p.quantity(e.val, f, "a memory amount (for example 512Mi or 1Gi)")
+			l.Memory, _ = p.quantity(e.Val, f, "a memory amount (for example 512Mi or 1Gi)")
 		default:
-			p.ignore(e.keyNode, f)
+			p.Ignore(e.KeyNode, f)
 		}
 	}
 	return l
 }
 
 func (p *parser) quantity(n *yaml.Node, field, what string) (string, bool) {
-	s, ok := p.str(n, field)
+	s, ok := p.Str(n, field)
 	if !ok || s == "" {
 		return "", ok
 	}
 	q, err := resource.ParseQuantity(strings.TrimSpace(s))
 	if err != nil || q.Sign() < 0 {
-		p.errorf(n, field, "expected %s, found %q", what, s)
+		p.Errorf(n, field, "expected %s, found %q", what, s)
 		return "", false
 	}
 	return strings.TrimSpace(s), true
@@ -276,24 +277,24 @@ func (p *parser) quantity(n *yaml.Node, field, what string) (string, bool) {
 
 func (p *parser) securityContext(n *yaml.Node, field string) *SecurityContext {
 	sc := &SecurityContext{}
-	es, ok := p.mapping(n, field)
+	es, ok := p.Mapping(n, field)
 	if !ok {
 		return nil
 	}
-	id := func(e entry, f string) *int64 {
-		v, ok := p.int64Val(e.val, f)
+	id := func(e yamlsrc.Entry, f string) *int64 {
+		v, ok := p.Int64(e.Val, f)
 		if !ok {
 			return nil
 		}
 		if v < 0 || v > 2147483647 {
-			p.errorf(e.val, f, "expected a user or group id between 0 and 2147483647, found %d", v)
+			p.Errorf(e.Val, f, "expected a user or group id between 0 and 2147483647, found %d", v)
 			return nil
 		}
 		return &v
 	}
 	for _, e := range es {
-		f := join(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "runAsUser":
 			sc.RunAsUser = id(e, f)
 		case "runAsGroup":
@@ -301,24 +302,24 @@ func (p *parser) securityContext(n *yaml.Node, field string) *SecurityContext {
 		case "fsGroup":
 			sc.FSGroup = id(e, f)
 		case "runAsNonRoot":
-			if b, ok := p.boolVal(e.val, f); ok {
+			if b, ok := p.Bool(e.Val, f); ok {
 				sc.RunAsNonRoot = &b
 			}
 		case "capabilities":
-			ces, _ := p.mapping(e.val, f)
+			ces, _ := p.Mapping(e.Val, f)
 			for _, c := range ces {
-				cf := join(f, c.key)
-				switch c.key {
+				cf := yamlsrc.Join(f, c.Key)
+				switch c.Key {
 				case "add":
-					sc.CapAdd, _ = p.strList(c.val, cf)
+					sc.CapAdd, _ = p.StrList(c.Val, cf)
 				case "drop":
-					sc.CapDrop, _ = p.strList(c.val, cf)
+					sc.CapDrop, _ = p.StrList(c.Val, cf)
 				default:
-					p.ignore(c.keyNode, cf)
+					p.Ignore(c.KeyNode, cf)
 				}
 			}
 		default:
-			p.ignore(e.keyNode, f)
+			p.Ignore(e.KeyNode, f)
 		}
 	}
 	return sc
@@ -326,23 +327,23 @@ func (p *parser) securityContext(n *yaml.Node, field string) *SecurityContext {
 
 func (p *parser) persistentVolume(n *yaml.Node, field string) *PersistentVolume {
 	pv := &PersistentVolume{Enabled: true, Size: DefaultVolumeSize}
-	es, ok := p.mapping(n, field)
+	es, ok := p.Mapping(n, field)
 	if !ok {
 		return nil
 	}
 	for _, e := range es {
-		f := join(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "enabled":
-			pv.Enabled, _ = p.boolVal(e.val, f)
+			pv.Enabled, _ = p.Bool(e.Val, f)
 		case "size":
-			if s, ok := p.quantity(e.val, f, "a volume size (for example 2Gi)"); ok && s != "" {
+			if s, ok := p.quantity(e.Val, f, "a volume size (for example 2Gi)"); ok && s != "" {
 				pv.Size = s
 			}
 		case "storageClass":
-			pv.StorageClass, _ = p.str(e.val, f)
+			pv.StorageClass, _ = p.Str(e.Val, f)
 		default:
-			p.ignore(e.keyNode, f)
+			p.Ignore(e.KeyNode, f)
 		}
 	}
 	return pv

@@ -1,19 +1,17 @@
 package manifest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
-	"github.com/compose-spec/compose-go/v2/dotenv"
 	"gopkg.in/yaml.v3"
 
 	"github.com/devtool/devtool/internal/compose"
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // LoadOptions say where to look and where variables come from (as compose.LoadOptions).
@@ -26,7 +24,7 @@ type LoadOptions struct {
 	Environ map[string]string
 	// Lookups are further variable sources asked after the shell and the .env file, in order
 	// (for example the platform's stored secrets).
-	Lookups []compose.Lookup
+	Lookups []yamlsrc.Lookup
 	// HomeDir expands "~" in local paths. Empty: Environ["HOME"], then the user's home.
 	HomeDir string
 }
@@ -57,7 +55,7 @@ func Find(dir, file string) (path string, isCompose bool, err error) {
 		}
 		st, err := os.Stat(file)
 		if err != nil {
-			return "", false, fmt.Errorf("manifest %s: %w", file, unwrapPathError(err))
+			return "", false, fmt.Errorf("manifest %s: %w", file, yamlsrc.UnwrapPathError(err))
 		}
 		if st.IsDir() {
 			return "", false, fmt.Errorf("manifest %s is a folder, not a file", file)
@@ -116,24 +114,27 @@ func LoadBytes(opts LoadOptions, data []byte) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manifest path: %w", err)
 	}
-	p := &parser{file: abs, dir: ProjectDir(abs), home: homeDir(opts), merged: map[*yaml.Node][]entry{}, unsetSeen: map[string]bool{}}
-	shell := mapLookup(opts.Environ)
+	p := &parser{Reader: yamlsrc.NewReader(abs), dir: ProjectDir(abs), home: yamlsrc.HomeDir(opts.HomeDir, opts.Environ)}
+	p.StrictNames = true
+	shell := yamlsrc.MapLookup(opts.Environ)
 	m := &Manifest{File: abs, Dir: p.dir, Raw: data}
-	m.DotEnv = p.readDotEnv(shell)
-	sources := []compose.Lookup{shell, mapLookup(m.DotEnv)}
-	p.lookup = chain(append(sources, opts.Lookups...)...)
+	// .env beside the manifest (in the project folder); its values may refer to shell variables.
+	dotEnv := filepath.Join(p.dir, ".env")
+	m.DotEnv = p.ReadDotEnv(dotEnv, dotEnv, maxFileSize, shell)
+	sources := []yamlsrc.Lookup{shell, yamlsrc.MapLookup(m.DotEnv)}
+	p.Lookup = yamlsrc.ChainLookups(append(sources, opts.Lookups...)...)
 
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, Errors{p.yamlError(err)}
+		return nil, Errors{p.SyntaxError(err)}
 	}
-	p.interpolate(&doc, "", commandNodes(&doc))
+	p.Interpolate(&doc, "", commandNodes(&doc))
 	p.manifest(&doc, m)
-	if len(p.errs) > 0 {
-		slices.SortStableFunc(p.errs, func(a, b *compose.Error) int { return comparePos(a.Pos, b.Pos) })
-		return nil, p.errs
+	if len(p.Errs) > 0 {
+		yamlsrc.SortErrors(p.Errs)
+		return nil, Errors(p.Errs)
 	}
-	m.Warnings = p.finalWarnings()
+	m.Warnings = p.Warnings()
 	return m, nil
 }
 
@@ -159,7 +160,7 @@ func fromCompose(opts LoadOptions, path string) (*Manifest, error) {
 		return nil, err
 	}
 	m := &Manifest{File: abs, Dir: filepath.Dir(abs), Inferred: true, Name: proj.Name,
-		Deploy: Deploy{Compose: []ComposeFile{{File: abs, Pos: compose.Position{File: abs}}}}}
+		Deploy: Deploy{Compose: []ComposeFile{{File: abs, Pos: yamlsrc.Position{File: abs}}}}}
 	for _, s := range proj.Services {
 		if s.Build != nil {
 			m.Build = append(m.Build, &BuildService{Service: s.Name, Image: s.Image, Build: s.Build, Pos: s.Pos})
@@ -190,177 +191,37 @@ func looksLikeCompose(data []byte) bool {
 }
 
 // Errors is every problem found in one load, in file order.
-type Errors []*compose.Error
+type Errors []*yamlsrc.Error
 
-func (es Errors) Error() string {
-	if len(es) == 1 {
-		return es[0].Error()
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d problems in the manifest:", len(es))
-	for _, e := range es {
-		b.WriteString("\n  ")
-		b.WriteString(e.Error())
-	}
-	return b.String()
-}
+func (es Errors) Error() string { return yamlsrc.FormatErrors("manifest", es) }
 
-// Unwrap lets errors.As find each *compose.Error.
-func (es Errors) Unwrap() []error {
-	out := make([]error, len(es))
-	for i, e := range es {
-		out[i] = e
-	}
-	return out
-}
+// Unwrap lets errors.As find each *yamlsrc.Error (compose.Error is the same type).
+func (es Errors) Unwrap() []error { return yamlsrc.UnwrapErrors(es) }
 
-// parser holds the state of one load.
+// parser holds the state of one load. Its Reader names the file by its absolute path and
+// refuses blank names in NAME=value lists.
 type parser struct {
-	file   string // absolute path, for messages
-	dir    string
-	home   string
-	lookup compose.Lookup
-
-	errs      Errors
-	warnings  []string
-	ignored   []ignoredField
-	merged    map[*yaml.Node][]entry
-	unset     []string
-	unsetSeen map[string]bool
-}
-
-type ignoredField struct {
-	field string
-	pos   compose.Position
-}
-
-func (p *parser) ignore(n *yaml.Node, field string) {
-	p.ignored = append(p.ignored, ignoredField{field: field, pos: p.pos(n)})
-}
-
-func (p *parser) finalWarnings() []string {
-	var out []string
-	for _, name := range p.unset {
-		out = append(out, fmt.Sprintf("the %q variable is not set; using an empty string", name))
-	}
-	if len(p.ignored) > 0 {
-		slices.SortStableFunc(p.ignored, func(a, b ignoredField) int { return comparePos(a.pos, b.pos) })
-		parts := make([]string, len(p.ignored))
-		for i, f := range p.ignored {
-			parts[i] = fmt.Sprintf("%s (%s)", f.field, f.pos)
-		}
-		out = append(out, "ignored fields not supported by devtool: "+strings.Join(parts, ", "))
-	}
-	return append(out, p.warnings...)
-}
-
-func comparePos(a, b compose.Position) int {
-	switch {
-	case a.File != b.File:
-		return strings.Compare(a.File, b.File)
-	case a.Line != b.Line:
-		return a.Line - b.Line
-	default:
-		return a.Column - b.Column
-	}
-}
-
-// yamlError turns a yaml.v3 syntax error ("yaml: line 3: ...") into a positioned error.
-func (p *parser) yamlError(err error) *compose.Error {
-	pos := compose.Position{File: p.file}
-	rest := strings.TrimPrefix(err.Error(), "yaml: ")
-	var line int
-	if n, _ := fmt.Sscanf(rest, "line %d:", &line); n == 1 {
-		pos.Line, pos.Column = line, 1
-		if i := strings.Index(rest, ":"); i >= 0 {
-			rest = strings.TrimSpace(rest[i+1:])
-		}
-	}
-	return &compose.Error{Pos: pos, Msg: "invalid YAML: " + rest}
-}
-
-func homeDir(opts LoadOptions) string {
-	if opts.HomeDir != "" {
-		return opts.HomeDir
-	}
-	if h := opts.Environ["HOME"]; h != "" {
-		return h
-	}
-	h, _ := os.UserHomeDir()
-	return h
+	*yamlsrc.Reader
+	dir  string
+	home string
 }
 
 // absPath makes a local path from the manifest absolute: relative to its folder, ~ to home.
 func (p *parser) absPath(s string) string {
-	switch {
-	case s == "~" || strings.HasPrefix(s, "~/"):
-		return filepath.Join(p.home, s[1:])
-	case filepath.IsAbs(s):
-		return filepath.Clean(s)
-	default:
-		return filepath.Join(p.dir, s)
-	}
+	return yamlsrc.AbsPath(s, p.dir, p.home)
 }
 
-func mapLookup(m map[string]string) compose.Lookup {
-	return func(name string) (string, bool) {
-		v, ok := m[name]
-		return v, ok
-	}
+// readRegularFile reads a manifest or .env file: a regular file of at most maxFileSize bytes.
+func readRegularFile(path string) ([]byte, error) {
+	return yamlsrc.ReadRegularFile(path, maxFileSize)
 }
 
-func chain(sources ...compose.Lookup) compose.Lookup {
-	return func(name string) (string, bool) {
-		for _, src := range sources {
-			if src == nil {
-				continue
-			}
-			if v, ok := src(name); ok {
-				return v, true
-			}
-		}
+// requiredStr reads a non-empty string.
+func (p *parser) requiredStr(n *yaml.Node, field string) (string, bool) {
+	s, ok := p.Str(n, field)
+	if ok && strings.TrimSpace(s) == "" {
+		p.Errorf(n, field, "expected a non-empty string")
 		return "", false
 	}
-}
-
-// readDotEnv reads .env beside the manifest; a missing file is not an error. Its values may
-// refer to shell variables (compose-go's dotenv expands them), as in Compose.
-func (p *parser) readDotEnv(shell compose.Lookup) map[string]string {
-	path := filepath.Join(p.dir, ".env")
-	data, err := readRegularFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		p.errs = append(p.errs, &compose.Error{Pos: compose.Position{File: path}, Msg: "cannot read the .env file: " + err.Error()})
-		return nil
-	}
-	vars, err := dotenv.ParseWithLookup(bytes.NewReader(data), dotenv.LookupFn(shell))
-	if err != nil {
-		p.errs = append(p.errs, &compose.Error{Pos: compose.Position{File: path}, Msg: "invalid .env file: " + err.Error()})
-		return nil
-	}
-	return vars
-}
-
-func readRegularFile(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if st.Size() > maxFileSize {
-		return nil, fmt.Errorf("larger than %d bytes", maxFileSize)
-	}
-	return os.ReadFile(path)
-}
-
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
+	return s, ok
 }

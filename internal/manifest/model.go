@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/devtool/devtool/internal/compose"
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // Manifest is a loaded devtool.yml (or a Compose file standing in for one).
@@ -52,7 +53,7 @@ type BuildService struct {
 	Build *compose.Build
 	// Secrets maps a secret id to the absolute path of its file (RUN --mount=type=secret,id=…).
 	Secrets map[string]string
-	Pos     compose.Position
+	Pos     yamlsrc.Position
 }
 
 // Deploy is the deploy section. The list notation fills only Commands.
@@ -72,14 +73,14 @@ func (d Deploy) Empty() bool {
 type Command struct {
 	Name    string
 	Command string
-	Pos     compose.Position
+	Pos     yamlsrc.Position
 }
 
 // ComposeFile is one entry of deploy.compose.
 type ComposeFile struct {
 	File     string   // absolute path
 	Services []string // the subset to deploy; nil means all
-	Pos      compose.Position
+	Pos      yamlsrc.Position
 }
 
 // Dependency is a repository deployed before this environment.
@@ -93,13 +94,13 @@ type Dependency struct {
 	Variables  map[string]string
 	Wait       bool
 	Timeout    time.Duration // 0: the deploy's own timeout
-	Pos        compose.Position
+	Pos        yamlsrc.Position
 }
 
 // Dev is one development container of the dev section.
 type Dev struct {
 	Name string
-	Pos  compose.Position
+	Pos  yamlsrc.Position
 
 	Image string
 	// Command is the argument list; a string is split like a shell would. nil: keep the image's.

@@ -11,38 +11,39 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/devtool/devtool/internal/compose"
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // manifest reads the top-level keys.
 func (p *parser) manifest(doc *yaml.Node, m *Manifest) {
-	root := deref(doc)
-	if doc.Kind == 0 || len(doc.Content) == 0 || isNull(root) {
-		p.errs = append(p.errs, &compose.Error{Pos: compose.Position{File: p.file, Line: 1, Column: 1},
+	root := yamlsrc.Deref(doc)
+	if doc.Kind == 0 || len(doc.Content) == 0 || yamlsrc.IsNull(root) {
+		p.Errs = append(p.Errs, &yamlsrc.Error{Pos: yamlsrc.Position{File: p.File, Line: 1, Column: 1},
 			Msg: "the manifest is empty; expected a mapping with deploy, build, dev or dependencies"})
 		return
 	}
-	top, ok := p.mapping(root, "")
+	top, ok := p.Mapping(root, "")
 	if !ok {
 		return
 	}
 	for _, e := range top {
 		switch {
-		case e.key == "name":
-			m.Name, _ = p.str(e.val, "name")
-		case e.key == "build":
-			m.Build = p.buildSection(e.val, "build")
-		case e.key == "deploy":
-			m.Deploy = p.deploy(e.val, "deploy")
-		case e.key == "destroy":
-			m.Destroy = p.commands(e.val, "destroy")
-		case e.key == "dependencies":
-			m.Dependencies = p.dependencies(e.val, "dependencies")
-		case e.key == "dev":
-			m.Dev = p.devSection(e.val, "dev")
-		case strings.HasPrefix(e.key, "x-"):
+		case e.Key == "name":
+			m.Name, _ = p.Str(e.Val, "name")
+		case e.Key == "build":
+			m.Build = p.buildSection(e.Val, "build")
+		case e.Key == "deploy":
+			m.Deploy = p.deploy(e.Val, "deploy")
+		case e.Key == "destroy":
+			m.Destroy = p.commands(e.Val, "destroy")
+		case e.Key == "dependencies":
+			m.Dependencies = p.dependencies(e.Val, "dependencies")
+		case e.Key == "dev":
+			m.Dev = p.devSection(e.Val, "dev")
+		case strings.HasPrefix(e.Key, "x-"):
 			// Extensions: reusable through anchors, nothing to load.
 		default:
-			p.ignore(e.keyNode, e.key)
+			p.Ignore(e.KeyNode, e.Key)
 		}
 	}
 }
@@ -54,7 +55,7 @@ func (p *parser) checkName(n *yaml.Node, field, what, name string) bool {
 		if alt := strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(name)); len(validation.IsDNS1123Label(alt)) == 0 {
 			hint = fmt.Sprintf(" (for example %q)", alt)
 		}
-		p.errorf(n, field, "%s name %q is not valid in Kubernetes: use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit%s", what, name, hint)
+		p.Errorf(n, field, "%s name %q is not valid in Kubernetes: use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit%s", what, name, hint)
 		return false
 	}
 	return true
@@ -62,75 +63,77 @@ func (p *parser) checkName(n *yaml.Node, field, what, name string) bool {
 
 // buildSection reads service -> build object (A1), plus image and secrets.
 func (p *parser) buildSection(n *yaml.Node, field string) []*BuildService {
-	es, _ := p.mapping(n, field)
+	es, _ := p.Mapping(n, field)
 	var out []*BuildService
 	for _, e := range es {
-		f := join(field, e.key)
-		p.checkName(e.keyNode, f, "service", e.key)
+		f := yamlsrc.Join(field, e.Key)
+		p.checkName(e.KeyNode, f, "service", e.Key)
 		out = append(out, p.buildService(e, f))
 	}
 	return out
 }
 
-func (p *parser) buildService(e entry, field string) *BuildService {
-	bs := &BuildService{Service: e.key, Pos: p.pos(e.keyNode), Build: &compose.Build{Context: p.dir, Dockerfile: "Dockerfile"}}
+func (p *parser) buildService(e yamlsrc.Entry, field string) *BuildService {
+	bs := &BuildService{Service: e.Key, Pos: p.Pos(e.KeyNode), Build: &compose.Build{Context: p.dir, Dockerfile: "Dockerfile"}}
 	b := bs.Build
-	d := deref(e.val)
+	d := yamlsrc.Deref(e.Val)
 	switch {
-	case isNull(d):
+	case yamlsrc.IsNull(d):
 		return bs
 	case d.Kind == yaml.ScalarNode:
 		b.Context = p.buildContext(d.Value)
 		return bs
 	case d.Kind != yaml.MappingNode:
-		p.expected(e.val, field, "a build context path or a build object")
+		p.Expected(e.Val, field, "a build context path or a build object")
 		return bs
 	}
-	es, _ := p.mapping(d, field)
+	es, _ := p.Mapping(d, field)
 	for _, be := range es {
-		f := join(field, be.key)
-		switch be.key {
+		f := yamlsrc.Join(field, be.Key)
+		switch be.Key {
 		case "context":
-			if s, ok := p.str(be.val, f); ok && s != "" {
+			if s, ok := p.Str(be.Val, f); ok && s != "" {
 				b.Context = p.buildContext(s)
 			}
 		case "dockerfile":
-			if s, ok := p.str(be.val, f); ok && s != "" {
+			if s, ok := p.Str(be.Val, f); ok && s != "" {
 				b.Dockerfile = s
 			}
 		case "target":
-			b.Target, _ = p.str(be.val, f)
+			b.Target, _ = p.Str(be.Val, f)
 		case "args":
-			for _, a := range p.keyValues(be.val, f) {
+			args, _ := p.KeyValues(be.Val, f)
+			for _, a := range args {
 				if b.Args == nil {
 					b.Args = map[string]string{}
 				}
-				if a.hasValue {
-					b.Args[a.key] = a.value
-				} else if v, ok := p.lookup(a.key); ok {
-					b.Args[a.key] = v
+				if a.HasValue {
+					b.Args[a.Key] = a.Value
+				} else if v, ok := p.Lookup(a.Key); ok {
+					b.Args[a.Key] = v
 				}
 			}
 		case "export_cache":
-			b.ExportCache, _ = p.str(be.val, f)
+			b.ExportCache, _ = p.Str(be.Val, f)
 		case "cache_from":
-			b.CacheFrom, _, _ = p.strOrList(be.val, f)
+			b.CacheFrom, _, _ = p.StrOrList(be.Val, f)
 		case "image":
-			bs.Image, _ = p.str(be.val, f)
+			bs.Image, _ = p.Str(be.Val, f)
 		case "secrets":
-			for _, s := range p.keyValues(be.val, f) {
-				if !s.hasValue || s.value == "" {
-					p.errorf(s.node, join(f, s.key), "expected the path of the secret's file")
+			secrets, _ := p.KeyValues(be.Val, f)
+			for _, s := range secrets {
+				if !s.HasValue || s.Value == "" {
+					p.Errorf(s.Node, yamlsrc.Join(f, s.Key), "expected the path of the secret's file")
 					continue
 				}
 				if bs.Secrets == nil {
 					bs.Secrets = map[string]string{}
 				}
-				bs.Secrets[s.key] = p.absPath(s.value)
+				bs.Secrets[s.Key] = p.absPath(s.Value)
 			}
 		default:
-			if !strings.HasPrefix(be.key, "x-") {
-				p.ignore(be.keyNode, f)
+			if !strings.HasPrefix(be.Key, "x-") {
+				p.Ignore(be.KeyNode, f)
 			}
 		}
 	}
@@ -148,8 +151,8 @@ func (p *parser) buildContext(s string) string {
 // deploy reads a list of commands, or {commands, compose, endpoints}.
 func (p *parser) deploy(n *yaml.Node, field string) Deploy {
 	var d Deploy
-	dn := deref(n)
-	if isNull(dn) {
+	dn := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(dn) {
 		return d
 	}
 	if dn.Kind == yaml.SequenceNode {
@@ -157,22 +160,22 @@ func (p *parser) deploy(n *yaml.Node, field string) Deploy {
 		return d
 	}
 	if dn.Kind != yaml.MappingNode {
-		p.expected(n, field, "a list of commands or an object with commands, compose and endpoints")
+		p.Expected(n, field, "a list of commands or an object with commands, compose and endpoints")
 		return d
 	}
-	es, _ := p.mapping(dn, field)
+	es, _ := p.Mapping(dn, field)
 	for _, e := range es {
-		f := join(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "commands":
-			d.Commands = p.commands(e.val, f)
+			d.Commands = p.commands(e.Val, f)
 		case "compose":
-			d.Compose = p.composeFiles(e.val, f)
+			d.Compose = p.composeFiles(e.Val, f)
 		case "endpoints":
-			d.Endpoints = p.endpoints(e.val, f)
+			d.Endpoints = p.endpoints(e.Val, f)
 		default:
-			if !strings.HasPrefix(e.key, "x-") {
-				p.ignore(e.keyNode, f)
+			if !strings.HasPrefix(e.Key, "x-") {
+				p.Ignore(e.KeyNode, f)
 			}
 		}
 	}
@@ -181,41 +184,41 @@ func (p *parser) deploy(n *yaml.Node, field string) Deploy {
 
 // commands reads a list whose items are a command string or {name, command}.
 func (p *parser) commands(n *yaml.Node, field string) []Command {
-	d := deref(n)
-	if isNull(d) {
+	d := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(d) {
 		return nil
 	}
 	if d.Kind != yaml.SequenceNode {
-		p.expected(n, field, "a list of commands (strings or {name, command})")
+		p.Expected(n, field, "a list of commands (strings or {name, command})")
 		return nil
 	}
 	var out []Command
 	for i, item := range d.Content {
-		f := index(field, i)
-		id := deref(item)
-		c := Command{Pos: p.pos(id)}
+		f := yamlsrc.Index(field, i)
+		id := yamlsrc.Deref(item)
+		c := Command{Pos: p.Pos(id)}
 		switch {
-		case id != nil && id.Kind == yaml.ScalarNode && !isNull(id):
+		case id != nil && id.Kind == yaml.ScalarNode && !yamlsrc.IsNull(id):
 			c.Command = id.Value
 		case id != nil && id.Kind == yaml.MappingNode:
-			es, _ := p.mapping(id, f)
+			es, _ := p.Mapping(id, f)
 			for _, e := range es {
-				ef := join(f, e.key)
-				switch e.key {
+				ef := yamlsrc.Join(f, e.Key)
+				switch e.Key {
 				case "name":
-					c.Name, _ = p.str(e.val, ef)
+					c.Name, _ = p.Str(e.Val, ef)
 				case "command":
-					c.Command, _ = p.str(e.val, ef)
+					c.Command, _ = p.Str(e.Val, ef)
 				default:
-					p.ignore(e.keyNode, ef)
+					p.Ignore(e.KeyNode, ef)
 				}
 			}
 		default:
-			p.expected(item, f, "a command string or {name, command}")
+			p.Expected(item, f, "a command string or {name, command}")
 			continue
 		}
 		if strings.TrimSpace(c.Command) == "" {
-			p.errorf(item, f, "the command is empty")
+			p.Errorf(item, f, "the command is empty")
 			continue
 		}
 		if c.Name == "" {
@@ -228,14 +231,14 @@ func (p *parser) commands(n *yaml.Node, field string) []Command {
 
 // composeFiles reads deploy.compose: one entry or a list; an entry is a path or {file, services}.
 func (p *parser) composeFiles(n *yaml.Node, field string) []ComposeFile {
-	d := deref(n)
-	if isNull(d) {
+	d := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(d) {
 		return nil
 	}
 	if d.Kind == yaml.SequenceNode {
 		var out []ComposeFile
 		for i, item := range d.Content {
-			if c, ok := p.composeFile(item, index(field, i)); ok {
+			if c, ok := p.composeFile(item, yamlsrc.Index(field, i)); ok {
 				out = append(out, c)
 			}
 		}
@@ -248,44 +251,44 @@ func (p *parser) composeFiles(n *yaml.Node, field string) []ComposeFile {
 }
 
 func (p *parser) composeFile(n *yaml.Node, field string) (ComposeFile, bool) {
-	d := deref(n)
-	c := ComposeFile{Pos: p.pos(d)}
+	d := yamlsrc.Deref(n)
+	c := ComposeFile{Pos: p.Pos(d)}
 	var fileNode *yaml.Node
 	switch {
-	case d != nil && d.Kind == yaml.ScalarNode && !isNull(d):
+	case d != nil && d.Kind == yaml.ScalarNode && !yamlsrc.IsNull(d):
 		c.File, fileNode = d.Value, d
 	case d != nil && d.Kind == yaml.MappingNode:
-		es, _ := p.mapping(d, field)
+		es, _ := p.Mapping(d, field)
 		for _, e := range es {
-			f := join(field, e.key)
-			switch e.key {
+			f := yamlsrc.Join(field, e.Key)
+			switch e.Key {
 			case "file":
-				c.File, _ = p.str(e.val, f)
-				fileNode = e.val
+				c.File, _ = p.Str(e.Val, f)
+				fileNode = e.Val
 			case "services":
-				vals, _, _ := p.strOrList(e.val, f)
+				vals, _, _ := p.StrOrList(e.Val, f)
 				c.Services = vals
 			default:
-				p.ignore(e.keyNode, f)
+				p.Ignore(e.KeyNode, f)
 			}
 		}
 	default:
-		p.expected(n, field, "a Compose file path or {file, services}")
+		p.Expected(n, field, "a Compose file path or {file, services}")
 		return c, false
 	}
 	if strings.TrimSpace(c.File) == "" {
 		if fileNode == nil {
 			fileNode = d
 		}
-		p.errorf(fileNode, join(field, "file"), "expected the path of a Compose file")
+		p.Errorf(fileNode, yamlsrc.Join(field, "file"), "expected the path of a Compose file")
 		return c, false
 	}
 	c.File = p.absPath(c.File)
 	if st, err := statFile(c.File); err != nil {
-		p.errorf(fileNode, field, "Compose file %s: %v", c.File, err)
+		p.Errorf(fileNode, field, "Compose file %s: %v", c.File, err)
 		return c, false
 	} else if st {
-		p.errorf(fileNode, field, "Compose file %s is a folder", c.File)
+		p.Errorf(fileNode, field, "Compose file %s is a folder", c.File)
 		return c, false
 	}
 	return c, true
@@ -295,42 +298,42 @@ func (p *parser) composeFile(n *yaml.Node, field string) (ComposeFile, bool) {
 // (or to {labels, rules}), or {labels, rules}. Route services are not checked here: deploy
 // commands create them.
 func (p *parser) endpoints(n *yaml.Node, field string) []*compose.Endpoint {
-	d := deref(n)
-	if isNull(d) {
+	d := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(d) {
 		return nil
 	}
 	switch d.Kind {
 	case yaml.SequenceNode:
-		return []*compose.Endpoint{{Rules: p.routes(d, field), Pos: p.pos(d)}}
+		return []*compose.Endpoint{{Rules: p.routes(d, field), Pos: p.Pos(d)}}
 	case yaml.MappingNode:
-		es, _ := p.mapping(d, field)
+		es, _ := p.Mapping(d, field)
 		if isObjectNotation(es) {
 			return []*compose.Endpoint{p.endpointObject(es, d, field)}
 		}
 		var out []*compose.Endpoint
 		for _, e := range es {
-			f := join(field, e.key)
-			p.checkName(e.keyNode, f, "endpoint", e.key)
+			f := yamlsrc.Join(field, e.Key)
+			p.checkName(e.KeyNode, f, "endpoint", e.Key)
 			var ep *compose.Endpoint
-			if vd := deref(e.val); vd != nil && vd.Kind == yaml.MappingNode {
-				inner, _ := p.mapping(vd, f)
+			if vd := yamlsrc.Deref(e.Val); vd != nil && vd.Kind == yaml.MappingNode {
+				inner, _ := p.Mapping(vd, f)
 				ep = p.endpointObject(inner, vd, f)
 			} else {
-				ep = &compose.Endpoint{Rules: p.routes(e.val, f)}
+				ep = &compose.Endpoint{Rules: p.routes(e.Val, f)}
 			}
-			ep.Name, ep.Pos = e.key, p.pos(e.keyNode)
+			ep.Name, ep.Pos = e.Key, p.Pos(e.KeyNode)
 			out = append(out, ep)
 		}
 		return out
 	}
-	p.expected(n, field, "a list of routes, a mapping of endpoint name to routes, or {labels, rules}")
+	p.Expected(n, field, "a list of routes, a mapping of endpoint name to routes, or {labels, rules}")
 	return nil
 }
 
-func isObjectNotation(es []entry) bool {
+func isObjectNotation(es []yamlsrc.Entry) bool {
 	hasRules := false
 	for _, e := range es {
-		switch e.key {
+		switch e.Key {
 		case "rules":
 			hasRules = true
 		case "labels":
@@ -341,34 +344,34 @@ func isObjectNotation(es []entry) bool {
 	return hasRules
 }
 
-func (p *parser) endpointObject(es []entry, n *yaml.Node, field string) *compose.Endpoint {
-	ep := &compose.Endpoint{Pos: p.pos(n)}
+func (p *parser) endpointObject(es []yamlsrc.Entry, n *yaml.Node, field string) *compose.Endpoint {
+	ep := &compose.Endpoint{Pos: p.Pos(n)}
 	for _, e := range es {
-		f := join(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "labels":
-			ep.Labels = p.stringMap(e.val, f)
+			ep.Labels = p.StringMap(e.Val, f)
 		case "rules":
-			ep.Rules = p.routes(e.val, f)
+			ep.Rules = p.routes(e.Val, f)
 		default:
-			p.ignore(e.keyNode, f)
+			p.Ignore(e.KeyNode, f)
 		}
 	}
 	if ep.Rules == nil {
-		p.errorf(n, field, "rules is required (a list of {path, service, port})")
+		p.Errorf(n, field, "rules is required (a list of {path, service, port})")
 	}
 	return ep
 }
 
 func (p *parser) routes(n *yaml.Node, field string) []compose.Route {
-	d := deref(n)
+	d := yamlsrc.Deref(n)
 	if d == nil || d.Kind != yaml.SequenceNode {
-		p.expected(n, field, "a list of routes {path, service, port}")
+		p.Expected(n, field, "a list of routes {path, service, port}")
 		return nil
 	}
 	out := []compose.Route{}
 	for i, item := range d.Content {
-		if r, ok := p.route(item, index(field, i)); ok {
+		if r, ok := p.route(item, yamlsrc.Index(field, i)); ok {
 			out = append(out, r)
 		}
 	}
@@ -376,28 +379,28 @@ func (p *parser) routes(n *yaml.Node, field string) []compose.Route {
 }
 
 func (p *parser) route(n *yaml.Node, field string) (compose.Route, bool) {
-	r := compose.Route{Pos: p.pos(deref(n))}
-	es, ok := p.mapping(n, field)
+	r := compose.Route{Pos: p.Pos(yamlsrc.Deref(n))}
+	es, ok := p.Mapping(n, field)
 	if !ok {
 		return r, false
 	}
 	var hasPort bool
 	for _, e := range es {
-		f := join(field, e.key)
-		switch e.key {
+		f := yamlsrc.Join(field, e.Key)
+		switch e.Key {
 		case "path":
-			r.Path, _ = p.str(e.val, f)
+			r.Path, _ = p.Str(e.Val, f)
 		case "service":
-			r.Service, _ = p.str(e.val, f)
+			r.Service, _ = p.Str(e.Val, f)
 		case "port":
 			hasPort = true
-			v, good := p.port(e.val, f)
+			v, good := p.port(e.Val, f)
 			if !good {
 				return r, false
 			}
 			r.Port = v
 		default:
-			p.ignore(e.keyNode, f)
+			p.Ignore(e.KeyNode, f)
 		}
 	}
 	var missing []string
@@ -411,11 +414,11 @@ func (p *parser) route(n *yaml.Node, field string) (compose.Route, bool) {
 		missing = append(missing, "port")
 	}
 	if len(missing) > 0 {
-		p.errorf(n, field, "a route needs path, service and port; missing %s", strings.Join(missing, ", "))
+		p.Errorf(n, field, "a route needs path, service and port; missing %s", strings.Join(missing, ", "))
 		return r, false
 	}
 	if !strings.HasPrefix(r.Path, "/") {
-		p.errorf(n, join(field, "path"), "expected a path starting with /, found %q", r.Path)
+		p.Errorf(n, yamlsrc.Join(field, "path"), "expected a path starting with /, found %q", r.Path)
 		return r, false
 	}
 	return r, true
@@ -423,12 +426,12 @@ func (p *parser) route(n *yaml.Node, field string) (compose.Route, bool) {
 
 // port reads a port number 1-65535.
 func (p *parser) port(n *yaml.Node, field string) (int32, bool) {
-	v, ok := p.int64Val(n, field)
+	v, ok := p.Int64(n, field)
 	if !ok {
 		return 0, false
 	}
 	if v < 1 || v > 65535 {
-		p.errorf(n, field, "expected a port between 1 and 65535, found %d", v)
+		p.Errorf(n, field, "expected a port between 1 and 65535, found %d", v)
 		return 0, false
 	}
 	return int32(v), true
@@ -437,8 +440,8 @@ func (p *parser) port(n *yaml.Node, field string) (int32, bool) {
 // dependencies reads a list of repository URLs, or name -> {repository, manifest, branch,
 // variables, wait, timeout}.
 func (p *parser) dependencies(n *yaml.Node, field string) []*Dependency {
-	d := deref(n)
-	if isNull(d) {
+	d := yamlsrc.Deref(n)
+	if yamlsrc.IsNull(d) {
 		return nil
 	}
 	var out []*Dependency
@@ -446,71 +449,71 @@ func (p *parser) dependencies(n *yaml.Node, field string) []*Dependency {
 	switch d.Kind {
 	case yaml.SequenceNode:
 		for i, item := range d.Content {
-			f := index(field, i)
+			f := yamlsrc.Index(field, i)
 			repo, ok := p.requiredStr(item, f)
 			if !ok {
 				continue
 			}
-			dep := &Dependency{Name: RepositoryName(repo), Repository: p.repository(repo), Pos: p.pos(deref(item))}
+			dep := &Dependency{Name: RepositoryName(repo), Repository: p.repository(repo), Pos: p.Pos(yamlsrc.Deref(item))}
 			if dep.Name == "" {
-				p.errorf(item, f, "cannot tell a name from the repository %q; use the map notation (name: {repository: ...})", repo)
+				p.Errorf(item, f, "cannot tell a name from the repository %q; use the map notation (name: {repository: ...})", repo)
 				continue
 			}
 			if seen[dep.Name] {
-				p.errorf(item, f, "two dependencies are named %q; use the map notation to name them", dep.Name)
+				p.Errorf(item, f, "two dependencies are named %q; use the map notation to name them", dep.Name)
 				continue
 			}
 			seen[dep.Name] = true
 			out = append(out, dep)
 		}
 	case yaml.MappingNode:
-		es, _ := p.mapping(d, field)
+		es, _ := p.Mapping(d, field)
 		for _, e := range es {
-			f := join(field, e.key)
-			p.checkName(e.keyNode, f, "dependency", e.key)
+			f := yamlsrc.Join(field, e.Key)
+			p.checkName(e.KeyNode, f, "dependency", e.Key)
 			out = append(out, p.dependency(e, f))
 		}
 	default:
-		p.expected(n, field, "a list of repository URLs or a mapping of name to {repository, manifest, branch, variables, wait, timeout}")
+		p.Expected(n, field, "a list of repository URLs or a mapping of name to {repository, manifest, branch, variables, wait, timeout}")
 	}
 	return out
 }
 
-func (p *parser) dependency(e entry, field string) *Dependency {
-	dep := &Dependency{Name: e.key, Pos: p.pos(e.keyNode)}
-	d := deref(e.val)
-	if d != nil && d.Kind == yaml.ScalarNode && !isNull(d) {
+func (p *parser) dependency(e yamlsrc.Entry, field string) *Dependency {
+	dep := &Dependency{Name: e.Key, Pos: p.Pos(e.KeyNode)}
+	d := yamlsrc.Deref(e.Val)
+	if d != nil && d.Kind == yaml.ScalarNode && !yamlsrc.IsNull(d) {
 		// name: <repository> is a handy short form.
 		dep.Repository = p.repository(d.Value)
 		return dep
 	}
-	es, ok := p.mapping(e.val, field)
+	es, ok := p.Mapping(e.Val, field)
 	if !ok {
 		return dep
 	}
 	for _, de := range es {
-		f := join(field, de.key)
-		switch de.key {
+		f := yamlsrc.Join(field, de.Key)
+		switch de.Key {
 		case "repository":
-			if s, ok := p.requiredStr(de.val, f); ok {
+			if s, ok := p.requiredStr(de.Val, f); ok {
 				dep.Repository = p.repository(s)
 			}
 		case "manifest":
-			dep.Manifest, _ = p.str(de.val, f)
+			dep.Manifest, _ = p.Str(de.Val, f)
 		case "branch":
-			dep.Branch, _ = p.str(de.val, f)
+			dep.Branch, _ = p.Str(de.Val, f)
 		case "variables":
-			dep.Variables = p.stringMap(de.val, f)
+			dep.Variables = p.StringMap(de.Val, f)
 		case "wait":
-			dep.Wait, _ = p.boolVal(de.val, f)
+			dep.Wait, _ = p.Bool(de.Val, f)
 		case "timeout":
-			dep.Timeout, _ = p.duration(de.val, f)
+			dep.Timeout, _ = p.duration(de.Val, f)
 		default:
-			p.ignore(de.keyNode, f)
+			p.Ignore(de.KeyNode, f)
 		}
 	}
 	if dep.Repository == "" {
-		p.errorf(e.keyNode, join(field, "repository"), "repository is required (a git URL or a local path)")
+		p.Errorf(e.KeyNode, yamlsrc.Join(field, "repository"), "repository is required (a git URL or a local path)")
 	}
 	return dep
 }
@@ -551,13 +554,13 @@ func RepositoryName(repo string) string {
 
 // duration reads a duration with a unit ("30s", "5m", "1h30m"); it must be positive.
 func (p *parser) duration(n *yaml.Node, field string) (time.Duration, bool) {
-	s, ok := p.str(n, field)
+	s, ok := p.Str(n, field)
 	if !ok {
 		return 0, false
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil || d <= 0 {
-		p.errorf(n, field, "expected a positive duration with a unit (for example 30s, 5m, 1h), found %q", s)
+		p.Errorf(n, field, "expected a positive duration with a unit (for example 30s, 5m, 1h), found %q", s)
 		return 0, false
 	}
 	return d, true
@@ -567,7 +570,7 @@ func (p *parser) duration(n *yaml.Node, field string) (time.Duration, bool) {
 func statFile(path string) (isDir bool, err error) {
 	st, err := os.Stat(filepath.Clean(path))
 	if err != nil {
-		return false, unwrapPathError(err)
+		return false, yamlsrc.UnwrapPathError(err)
 	}
 	return st.IsDir(), nil
 }

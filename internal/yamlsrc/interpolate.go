@@ -1,4 +1,4 @@
-package compose
+package yamlsrc
 
 import (
 	"errors"
@@ -8,12 +8,16 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// interpolate substitutes variables in every scalar value of the document, in place, using
-// compose-go's template package (the Compose Specification's reference rules). Keys are not
-// interpolated, as in Compose. Alias nodes are skipped: their anchors are visited once where
-// they are written, so an error points at the text that holds the variable.
-func (l *loader) interpolate(n *yaml.Node, field string) {
-	if n == nil {
+// Interpolate substitutes variables (from r.Lookup) in every scalar value below n, in place,
+// using compose-go's template package (the Compose Specification's reference rules). Keys are
+// not interpolated, as in Compose. Alias nodes are skipped: their anchors are visited once
+// where they are written, so an error points at the text that holds the variable. Nodes in
+// skip (may be nil) are left as written, with everything below them.
+//
+// A variable used without a default and not set is substituted by "" and reported once in
+// Warnings; a required variable that is not set, or an invalid reference, is an error.
+func (r *Reader) Interpolate(n *yaml.Node, field string, skip map[*yaml.Node]bool) {
+	if n == nil || skip[n] {
 		return
 	}
 	switch n.Kind {
@@ -21,22 +25,22 @@ func (l *loader) interpolate(n *yaml.Node, field string) {
 		for i, c := range n.Content {
 			f := field
 			if n.Kind == yaml.SequenceNode {
-				f = index(field, i)
+				f = Index(field, i)
 			}
-			l.interpolate(c, f)
+			r.Interpolate(c, f, skip)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			l.interpolate(n.Content[i+1], joinField(field, n.Content[i].Value))
+			r.Interpolate(n.Content[i+1], Join(field, n.Content[i].Value), skip)
 		}
 	case yaml.ScalarNode:
 		if !strings.Contains(n.Value, "$") {
 			return
 		}
-		v, err := template.SubstituteWithOptions(n.Value, template.Mapping(l.lookup),
-			template.WithoutLogging, template.WithReplacementFunction(l.replace))
+		v, err := template.SubstituteWithOptions(n.Value, template.Mapping(r.Lookup),
+			template.WithoutLogging, template.WithReplacementFunction(r.replace))
 		if err != nil {
-			l.interpolationError(n, field, err)
+			r.interpolationError(n, field, err)
 			return
 		}
 		n.Value = v
@@ -49,28 +53,31 @@ func (l *loader) interpolate(n *yaml.Node, field string) {
 // compose-go's pattern matches "${A:-x}:${B}" as one piece and substitutes the text after the
 // first closing brace with logging switched on (it would print to stderr); that text is split
 // off here and substituted through this function instead.
-func (l *loader) replace(substring string, mapping template.Mapping, cfg *template.Config) (string, error) {
+func (r *Reader) replace(substring string, mapping template.Mapping, cfg *template.Config) (string, error) {
 	if i := firstClosingBrace(substring); i >= 0 && i+1 < len(substring) {
-		head, err := l.replace(substring[:i+1], mapping, cfg)
+		head, err := r.replace(substring[:i+1], mapping, cfg)
 		if err != nil {
 			return "", err
 		}
 		rest, err := template.SubstituteWithOptions(substring[i+1:], mapping,
-			template.WithoutLogging, template.WithReplacementFunction(l.replace))
+			template.WithoutLogging, template.WithReplacementFunction(r.replace))
 		return head + rest, err
 	}
 	value, applied, err := template.DefaultReplacementAppliedFunc(substring, mapping, cfg)
 	if err == nil && !applied {
 		name := strings.Trim(substring, "${}")
-		if !l.unsetSeen[name] {
-			l.unsetSeen[name] = true
-			l.unset = append(l.unset, name)
+		if r.unsetSeen == nil {
+			r.unsetSeen = map[string]bool{}
+		}
+		if !r.unsetSeen[name] {
+			r.unsetSeen[name] = true
+			r.unset = append(r.unset, name)
 		}
 	}
 	return value, err
 }
 
-func (l *loader) interpolationError(n *yaml.Node, field string, err error) {
+func (r *Reader) interpolationError(n *yaml.Node, field string, err error) {
 	var missing *template.MissingRequiredError
 	var invalid *template.InvalidTemplateError
 	switch {
@@ -79,11 +86,11 @@ func (l *loader) interpolationError(n *yaml.Node, field string, err error) {
 		if missing.Reason != "" {
 			msg += ": " + missing.Reason
 		}
-		l.errorf(n, field, "%s", msg)
+		r.Errorf(n, field, "%s", msg)
 	case errors.As(err, &invalid):
-		l.errorf(n, field, "invalid variable reference in %q (use ${NAME}, ${NAME:-default}, ${NAME:?message}, or $$ for a literal $)", n.Value)
+		r.Errorf(n, field, "invalid variable reference in %q (use ${NAME}, ${NAME:-default}, ${NAME:?message}, or $$ for a literal $)", n.Value)
 	default:
-		l.errorf(n, field, "interpolation failed: %v", err)
+		r.Errorf(n, field, "interpolation failed: %v", err)
 	}
 }
 
