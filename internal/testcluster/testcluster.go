@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,7 +73,27 @@ func Connect(t testing.TB) *Cluster {
 	if _, err := c.Clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
 		unavailable(t, fmt.Sprintf("cluster from %s not answering: %v (run 'make cluster-up')", path, err))
 	}
+	sweepOnce.Do(func() { sweepStaleNamespaces(ctx, c) })
 	return &Cluster{Client: c, Kubeconfig: path}
+}
+
+var sweepOnce sync.Once
+
+// staleAfter is the age past which a test namespace is certainly abandoned (a run killed before
+// its cleanups, e.g. by a timeout): no test run lasts that long.
+const staleAfter = time.Hour
+
+// sweepStaleNamespaces deletes test namespaces left by killed runs, so they cannot fill the node.
+func sweepStaleNamespaces(ctx context.Context, c *kube.Client) {
+	l, err := c.Clientset.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: "dev.devtool/test=true"})
+	if err != nil {
+		return
+	}
+	for _, ns := range l.Items {
+		if time.Since(ns.CreationTimestamp.Time) > staleAfter && ns.DeletionTimestamp == nil {
+			_ = c.Clientset.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{})
+		}
+	}
 }
 
 func unavailable(t testing.TB, reason string) {
