@@ -48,17 +48,18 @@ func kubectlPath(t testing.TB) string {
 // kubectlRunner runs the real kubectl with one kubeconfig and its own discovery cache.
 type kubectlRunner struct {
 	bin, kubeconfig, cacheDir, namespace string
+	env                                  []string // extra environment
 }
 
 func (k kubectlRunner) cmd(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, k.bin, append([]string{"--namespace", k.namespace}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.kubeconfig, "KUBECACHEDIR="+k.cacheDir)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+k.kubeconfig, "KUBECACHEDIR="+k.cacheDir), k.env...)
 	return cmd
 }
 
 func (k kubectlRunner) run(t testing.TB, stdin string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := k.cmd(ctx, args...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -244,7 +245,7 @@ func TestKubectlThroughProxy(t *testing.T) {
 	wantLabel(t, "kubectl create configmap", cm.Labels)
 
 	// Rollout status is a watch through the proxy.
-	k.run(t, "", "rollout", "status", "deployment/web", "--timeout=180s")
+	k.run(t, "", "rollout", "status", "deployment/web", "--timeout=300s")
 	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 	if err != nil || len(pods.Items) == 0 {
 		t.Fatalf("no web pod: %v", err)
@@ -258,6 +259,14 @@ func TestKubectlThroughProxy(t *testing.T) {
 	if out := k.run(t, "ping-through-proxy\n", "exec", "-i", "deploy/web", "--", "cat"); strings.TrimSpace(out) != "ping-through-proxy" {
 		t.Errorf("exec -i output %q", out)
 	}
+
+	// The same over SPDY, which kubectl falls back to when WebSockets are refused.
+	spdy := k
+	spdy.env = []string{"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false", "KUBECTL_PORT_FORWARD_WEBSOCKETS=false"}
+	if out := spdy.run(t, "ping-over-spdy\n", "exec", "-i", "deploy/web", "--", "cat"); strings.TrimSpace(out) != "ping-over-spdy" {
+		t.Errorf("exec -i over SPDY output %q", out)
+	}
+	portForward(t, spdy)
 
 	// Logs.
 	if out := k.run(t, "", "logs", "deploy/web"); !strings.Contains(out, "web-started") {
