@@ -135,31 +135,18 @@ func writeFoldersTar(w io.Writer, folders []HostFolder) error {
 			return err
 		}
 		err := walkContext(f.Source, nil, func(rel, abs string, de fs.DirEntry) error {
-			info, err := de.Info()
-			if err != nil {
-				return err
-			}
-			link := ""
-			if info.Mode()&fs.ModeSymlink != 0 {
-				if link, err = os.Readlink(abs); err != nil {
-					return err
-				}
-			} else if !info.Mode().IsRegular() && !info.IsDir() {
-				return nil
-			}
-			hdr, err := tar.FileInfoHeader(info, link)
-			if err != nil {
+			hdr, err := entryHeader(abs, de)
+			if hdr == nil || err != nil {
 				return err
 			}
 			hdr.Name = path.Join(target, rel)
-			if info.IsDir() {
+			if hdr.Typeflag == tar.TypeDir {
 				if seen[hdr.Name] {
 					return nil
 				}
 				seen[hdr.Name] = true
 				hdr.Name += "/"
 			}
-			hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
 			return addToTar(tw, hdr, abs)
 		})
 		if err != nil {

@@ -182,27 +182,14 @@ func writeContextTar(w io.Writer, dir string, patterns []string, dockerfile, dfN
 	tw := tar.NewWriter(w)
 	sawDockerfile := false
 	err := walkContext(dir, patterns, func(rel, abs string, de fs.DirEntry) error {
-		info, err := de.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(abs); err != nil {
-				return err
-			}
-		} else if !info.Mode().IsRegular() && !info.IsDir() {
-			return nil
-		}
-		hdr, err := tar.FileInfoHeader(info, link)
-		if err != nil {
+		hdr, err := entryHeader(abs, de)
+		if hdr == nil || err != nil {
 			return err
 		}
 		hdr.Name = rel
-		if info.IsDir() {
+		if hdr.Typeflag == tar.TypeDir {
 			hdr.Name += "/"
 		}
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
 		if rel == dfName {
 			sawDockerfile = true
 		}
@@ -229,6 +216,30 @@ func writeContextTar(w io.Writer, dir string, patterns []string, dockerfile, dfN
 		}
 	}
 	return tw.Close()
+}
+
+// entryHeader makes the tar header of a walked file, folder or symbolic link at abs, owned by
+// root and without a name (the caller sets it). It returns nil and no error for what a tar of
+// files does not hold (sockets, pipes, devices), which the caller skips.
+func entryHeader(abs string, de fs.DirEntry) (*tar.Header, error) {
+	info, err := de.Info()
+	if err != nil {
+		return nil, err
+	}
+	link := ""
+	if info.Mode()&fs.ModeSymlink != 0 {
+		if link, err = os.Readlink(abs); err != nil {
+			return nil, err
+		}
+	} else if !info.Mode().IsRegular() && !info.IsDir() {
+		return nil, nil
+	}
+	hdr, err := tar.FileInfoHeader(info, link)
+	if err != nil {
+		return nil, err
+	}
+	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+	return hdr, nil
 }
 
 func addToTar(tw *tar.Writer, hdr *tar.Header, abs string) error {

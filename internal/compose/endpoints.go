@@ -9,32 +9,45 @@ import (
 	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
-// endpoints reads A4 in its three notations: a list of routes (one unnamed endpoint), a map
-// of endpoint name to routes, or {labels, rules} (one unnamed endpoint with labels). A map
-// whose keys are only labels and rules is the third notation.
-func (l *loader) endpoints(n *yaml.Node, field string, p *Project) []*Endpoint {
+// ReadEndpoints reads endpoints (A4) in their three notations with r, which records the
+// errors: a list of routes (one unnamed endpoint), a map of endpoint name to routes (or to
+// {labels, rules}), or {labels, rules} (one unnamed endpoint with labels). A map whose keys
+// are only labels and rules is the third notation. Every route needs path (starting with /),
+// service and port (1-65535). When p is not nil, each route's service must be one of p's and
+// expose the port; with nil (a manifest, whose deploy commands create the services) route
+// services are not checked.
+func ReadEndpoints(r *yamlsrc.Reader, n *yaml.Node, field string, p *Project) []*Endpoint {
+	return endpointReader{r, p}.endpoints(n, field)
+}
+
+type endpointReader struct {
+	*yamlsrc.Reader
+	p *Project // nil: route services are not checked
+}
+
+func (l endpointReader) endpoints(n *yaml.Node, field string) []*Endpoint {
 	d := yamlsrc.Deref(n)
 	if yamlsrc.IsNull(d) {
 		return nil
 	}
 	switch d.Kind {
 	case yaml.SequenceNode:
-		return []*Endpoint{{Rules: l.routes(d, field, p), Pos: l.Pos(d)}}
+		return []*Endpoint{{Rules: l.routes(d, field), Pos: l.Pos(d)}}
 	case yaml.MappingNode:
 		es, _ := l.Mapping(d, field)
 		if isObjectNotation(es) {
-			return []*Endpoint{l.endpointObject(es, d, field, p)}
+			return []*Endpoint{l.endpointObject(es, d, field)}
 		}
 		var out []*Endpoint
 		for _, e := range es {
 			f := yamlsrc.Join(field, e.Key)
-			l.checkName(e.KeyNode, f, "endpoint", e.Key)
+			checkName(l.Reader, e.KeyNode, f, "endpoint", e.Key)
 			var ep *Endpoint
 			if vd := yamlsrc.Deref(e.Val); vd != nil && vd.Kind == yaml.MappingNode {
 				inner, _ := l.Mapping(vd, f)
-				ep = l.endpointObject(inner, vd, f, p)
+				ep = l.endpointObject(inner, vd, f)
 			} else {
-				ep = &Endpoint{Rules: l.routes(e.Val, f, p)}
+				ep = &Endpoint{Rules: l.routes(e.Val, f)}
 			}
 			ep.Name, ep.Pos = e.Key, l.Pos(e.KeyNode)
 			out = append(out, ep)
@@ -59,7 +72,7 @@ func isObjectNotation(es []yamlsrc.Entry) bool {
 	return hasRules
 }
 
-func (l *loader) endpointObject(es []yamlsrc.Entry, n *yaml.Node, field string, p *Project) *Endpoint {
+func (l endpointReader) endpointObject(es []yamlsrc.Entry, n *yaml.Node, field string) *Endpoint {
 	ep := &Endpoint{Pos: l.Pos(n)}
 	for _, e := range es {
 		f := yamlsrc.Join(field, e.Key)
@@ -67,7 +80,7 @@ func (l *loader) endpointObject(es []yamlsrc.Entry, n *yaml.Node, field string, 
 		case "labels":
 			ep.Labels = l.StringMap(e.Val, f)
 		case "rules":
-			ep.Rules = l.routes(e.Val, f, p)
+			ep.Rules = l.routes(e.Val, f)
 		default:
 			l.Ignore(e.KeyNode, f)
 		}
@@ -78,7 +91,7 @@ func (l *loader) endpointObject(es []yamlsrc.Entry, n *yaml.Node, field string, 
 	return ep
 }
 
-func (l *loader) routes(n *yaml.Node, field string, p *Project) []Route {
+func (l endpointReader) routes(n *yaml.Node, field string) []Route {
 	d := yamlsrc.Deref(n)
 	if d == nil || d.Kind != yaml.SequenceNode {
 		l.Expected(n, field, "a list of routes {path, service, port}")
@@ -87,14 +100,14 @@ func (l *loader) routes(n *yaml.Node, field string, p *Project) []Route {
 	out := []Route{}
 	for i, item := range d.Content {
 		f := yamlsrc.Index(field, i)
-		if r, ok := l.route(item, f, p); ok {
+		if r, ok := l.route(item, f); ok {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-func (l *loader) route(n *yaml.Node, field string, p *Project) (Route, bool) {
+func (l endpointReader) route(n *yaml.Node, field string) (Route, bool) {
 	r := Route{Pos: l.Pos(yamlsrc.Deref(n))}
 	es, ok := l.Mapping(n, field)
 	if !ok {
@@ -111,7 +124,7 @@ func (l *loader) route(n *yaml.Node, field string, p *Project) (Route, bool) {
 			serviceNode = e.Val
 		case "port":
 			portNode = e.Val
-			v, good := l.Int(e.Val, f)
+			v, good := l.Int64(e.Val, f)
 			if good && (v < 1 || v > 65535) {
 				l.Errorf(e.Val, f, "expected a port between 1 and 65535, found %d", v)
 				good = false
@@ -141,9 +154,12 @@ func (l *loader) route(n *yaml.Node, field string, p *Project) (Route, bool) {
 		l.Errorf(n, yamlsrc.Join(field, "path"), "expected a path starting with /, found %q", r.Path)
 		return r, false
 	}
-	s := p.Service(r.Service)
+	if l.p == nil {
+		return r, true
+	}
+	s := l.p.Service(r.Service)
 	if s == nil {
-		l.Errorf(serviceNode, yamlsrc.Join(field, "service"), "service %q is not defined (services: %s)", r.Service, serviceNames(p))
+		l.Errorf(serviceNode, yamlsrc.Join(field, "service"), "service %q is not defined (services: %s)", r.Service, serviceNames(l.p))
 		return r, false
 	}
 	if !exposes(s, r.Port) {

@@ -51,18 +51,18 @@ func (l *loader) project(doc *yaml.Node, p *Project) {
 		l.checkDependencies(p)
 	}
 	if endpoints != nil {
-		p.Endpoints = l.endpoints(endpoints.Val, "endpoints", p)
+		p.Endpoints = ReadEndpoints(l.Reader, endpoints.Val, "endpoints", p)
 	}
 }
 
 // checkName reports a name that Kubernetes would refuse as an object name.
-func (l *loader) checkName(n *yaml.Node, field, what, name string) bool {
+func checkName(r *yamlsrc.Reader, n *yaml.Node, field, what, name string) bool {
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
 		hint := ""
 		if alt := strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(name)); len(validation.IsDNS1123Label(alt)) == 0 {
 			hint = fmt.Sprintf(" (for example %q)", alt)
 		}
-		l.Errorf(n, field, "%s name %q is not valid in Kubernetes: use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit%s", what, name, hint)
+		r.Errorf(n, field, "%s name %q is not valid in Kubernetes: use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit%s", what, name, hint)
 		return false
 	}
 	return true

@@ -3,7 +3,6 @@ package compose
 import (
 	"strings"
 
-	"github.com/mattn/go-shellwords"
 	"gopkg.in/yaml.v3"
 
 	"github.com/devtool/devtool/internal/yamlsrc"
@@ -13,7 +12,7 @@ func (l *loader) services(n *yaml.Node, p *Project) {
 	es, _ := l.Mapping(n, "services")
 	for _, e := range es {
 		field := yamlsrc.Join("services", e.Key)
-		l.checkName(e.KeyNode, field, "service", e.Key)
+		checkName(l.Reader, e.KeyNode, field, "service", e.Key)
 		p.Services = append(p.Services, l.service(e, field, p))
 	}
 }
@@ -40,9 +39,9 @@ func (l *loader) service(e yamlsrc.Entry, field string, p *Project) *Service {
 		case "cap_drop":
 			s.CapDrop, _ = l.StrList(f.Val, ff)
 		case "command":
-			s.Command = l.command(f.Val, ff)
+			s.Command = l.Command(f.Val, ff)
 		case "entrypoint":
-			s.Entrypoint = l.command(f.Val, ff)
+			s.Entrypoint = l.Command(f.Val, ff)
 		case "working_dir":
 			s.WorkingDir, _ = l.Str(f.Val, ff)
 		case "depends_on":
@@ -85,33 +84,6 @@ func (l *loader) service(e yamlsrc.Entry, field string, p *Project) *Service {
 		l.Errorf(e.KeyNode, field, "image is required when build is not set")
 	}
 	return s
-}
-
-// command reads command or entrypoint: a list as written, or a string split like a shell
-// would split it (quotes respected, no expansion). Null means "not set".
-func (l *loader) command(n *yaml.Node, field string) []string {
-	if yamlsrc.IsNull(n) {
-		return nil
-	}
-	vals, isString, ok := l.StrOrList(n, field)
-	if !ok {
-		return nil
-	}
-	if !isString {
-		if vals == nil {
-			vals = []string{}
-		}
-		return vals
-	}
-	args, err := shellwords.Parse(vals[0])
-	if err != nil {
-		l.Errorf(n, field, "cannot split %q into arguments: %v (check the quotes, or write a list)", vals[0], err)
-		return nil
-	}
-	if args == nil {
-		args = []string{}
-	}
-	return args
 }
 
 // environment merges env_file files (in order, later wins) with environment, which wins even

@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mattn/go-shellwords"
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -36,7 +35,7 @@ func (p *parser) dev(e yamlsrc.Entry, field string) *Dev {
 		case "image":
 			d.Image, _ = p.Str(de.Val, f)
 		case "command":
-			d.Command = p.command(de.Val, f)
+			d.Command = p.Command(de.Val, f)
 		case "workdir":
 			if s, ok := p.Str(de.Val, f); ok && s != "" {
 				if !strings.HasPrefix(s, "/") {
@@ -74,32 +73,6 @@ func (p *parser) dev(e yamlsrc.Entry, field string) *Dev {
 		p.Errorf(e.KeyNode, yamlsrc.Join(field, "image"), "image is required with autocreate: true (there is no workload to take it from)")
 	}
 	return d
-}
-
-// command reads a list as written, or a string split like a shell would (quotes respected).
-func (p *parser) command(n *yaml.Node, field string) []string {
-	if yamlsrc.IsNull(n) {
-		return nil
-	}
-	vals, isString, ok := p.StrOrList(n, field)
-	if !ok {
-		return nil
-	}
-	if !isString {
-		if vals == nil {
-			vals = []string{}
-		}
-		return vals
-	}
-	args, err := shellwords.Parse(vals[0])
-	if err != nil {
-		p.Errorf(n, field, "cannot split %q into arguments: %v (check the quotes, or write a list)", vals[0], err)
-		return nil
-	}
-	if args == nil {
-		args = []string{}
-	}
-	return args
 }
 
 // environment reads a list of NAME=value or a map; a bare NAME takes its value from the

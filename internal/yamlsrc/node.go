@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mattn/go-shellwords"
 	"gopkg.in/yaml.v3"
 )
 
@@ -193,6 +194,34 @@ func (r *Reader) StrOrList(n *yaml.Node, field string) (vals []string, isString,
 	}
 	vals, ok = r.StrList(n, field)
 	return vals, false, ok
+}
+
+// Command reads a command or entrypoint: a list as written, or a string split like a shell
+// would split it (quotes respected, no expansion). Null means "not set" (nil); an empty list
+// or a blank string gives an empty, non-nil slice.
+func (r *Reader) Command(n *yaml.Node, field string) []string {
+	if IsNull(n) {
+		return nil
+	}
+	vals, isString, ok := r.StrOrList(n, field)
+	if !ok {
+		return nil
+	}
+	if !isString {
+		if vals == nil {
+			vals = []string{}
+		}
+		return vals
+	}
+	args, err := shellwords.Parse(vals[0])
+	if err != nil {
+		r.Errorf(n, field, "cannot split %q into arguments: %v (check the quotes, or write a list)", vals[0], err)
+		return nil
+	}
+	if args == nil {
+		args = []string{}
+	}
+	return args
 }
 
 // Int reads a 32-bit integer, also from a string (interpolated values are strings).
