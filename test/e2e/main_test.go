@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 
 // user is one developer's machine: a home, a working folder, and the cluster's kubeconfig.
 type user struct {
-	t       *testing.T
+	t       testing.TB
 	c       *testcluster.Cluster
 	dir     string
 	home    string
@@ -57,7 +57,7 @@ type user struct {
 	timeout time.Duration
 }
 
-func newUser(t *testing.T, c *testcluster.Cluster) *user {
+func newUser(t testing.TB, c *testcluster.Cluster) *user {
 	return &user{t: t, c: c, dir: t.TempDir(), home: t.TempDir(), timeout: 4 * time.Minute}
 }
 
