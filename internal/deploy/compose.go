@@ -32,6 +32,8 @@ type ComposeDeploy struct {
 	Wait bool
 	// Progress receives one line per step; never nil after Run starts.
 	Progress func(string)
+	// NoState leaves the state record to the caller (a manifest deploy records its own).
+	NoState bool
 }
 
 // NotReadyError is a deploy that timed out or failed while waiting; Details says why per service.
@@ -68,10 +70,15 @@ func (d *ComposeDeploy) Run(ctx context.Context) (err error) {
 	}
 	states := &StateStore{Clientset: cs, Namespace: d.Namespace}
 	st := &State{Name: d.Name, Status: StatusProgressing, Manifest: d.Manifest, ManifestFile: d.ManifestFile}
-	if err := states.Save(ctx, st); err != nil {
-		return err
+	if !d.NoState {
+		if err := states.Save(ctx, st); err != nil {
+			return err
+		}
 	}
 	defer func() {
+		if d.NoState {
+			return
+		}
 		// Record the outcome even when ctx expired or was cancelled.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

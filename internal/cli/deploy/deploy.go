@@ -32,6 +32,10 @@ type Options struct {
 	Timeout time.Duration
 	DryRun  bool
 	Build   bool
+	Vars    []string // --var NAME=value
+	NoBash  bool
+	// Dependencies deploys the manifest's dependencies even when they are already deployed.
+	Dependencies bool
 
 	Getenv func(string) string
 	Logger *slog.Logger
@@ -42,17 +46,27 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Getenv: f.Getenv, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "deploy",
-		Short: "Deploy a Compose environment to the cluster",
-		Long: `Deploy translates the Compose file (compose.yaml, compose.yml, docker-compose.yaml or
-docker-compose.yml in the current folder, or --file) into Kubernetes objects and applies them with
-server-side apply, in depends_on order. Objects that left the file are removed; volumes are kept.`,
+		Short: "Deploy a development environment to the cluster",
+		Long: `Deploy runs the environment's devtool.yml (devtool.yml, devtool.yaml, .devtool/devtool.yml or
+.devtool/devtool.yaml in the current folder, or --file): it deploys the dependencies not yet deployed,
+builds the images of the build section that are missing, runs the deploy commands in order (bash -c,
+or sh -c with --no-bash) with a KUBECONFIG that labels what they create, then applies deploy.compose
+and deploy.endpoints.
+
+Without a devtool.yml, deploy translates the Compose file (compose.yaml, compose.yml,
+docker-compose.yaml or docker-compose.yml) into Kubernetes objects and applies them with server-side
+apply, in depends_on order. Objects that left the file are removed; volumes are kept.`,
 		Example: `  devtool deploy
   devtool deploy --file compose.yml --namespace dev --wait
-  devtool deploy --dry-run > objects.yaml`,
+  devtool deploy --dry-run > objects.yaml
+  devtool deploy --var MODE=test --no-bash`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Timeout <= 0 {
 				return cmdutil.FlagErrorf("--timeout must be positive, got %s", opts.Timeout)
+			}
+			if _, err := parseVars(opts.Vars); err != nil {
+				return cmdutil.FlagErrorf("%v", err)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -61,16 +75,29 @@ server-side apply, in depends_on order. Objects that left the file are removed; 
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the Compose file (default: compose.yaml, compose.yml, docker-compose.yaml or docker-compose.yml)")
+	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file (default: devtool.yml, then compose.yaml, compose.yml, docker-compose.yaml or docker-compose.yml)")
 	cmd.Flags().StringVar(&opts.Name, "name", "", "environment name (default: the file's name key, else the repository or folder name)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "wait until every service is ready")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long to wait for the deploy")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the objects as YAML and change nothing")
 	cmd.Flags().BoolVar(&opts.Build, "build", false, "build and push every image with a build section, even when the registry has it")
+	cmd.Flags().StringArrayVar(&opts.Vars, "var", nil, "a variable NAME=value for the deploy commands (repeatable)")
+	cmd.Flags().BoolVar(&opts.NoBash, "no-bash", false, "run the deploy commands with sh -c instead of bash -c")
+	cmd.Flags().BoolVar(&opts.Dependencies, "dependencies", false, "deploy the dependencies even when they are already deployed")
 	return cmd
 }
 
 func run(ctx context.Context, opts *Options) error {
+	if m, err := deploy.LoadManifest(opts.WorkDir, opts.File, opts.Environ); err != nil {
+		return err
+	} else if m != nil {
+		vars, _ := parseVars(opts.Vars)
+		return runManifest(ctx, opts, m, vars, map[string]bool{})
+	}
+	return runCompose(ctx, opts)
+}
+
+func runCompose(ctx context.Context, opts *Options) error {
 	env, err := composeenv.Load(composeenv.Options{WorkDir: opts.WorkDir, File: opts.File, Name: opts.Name, Environ: opts.Environ})
 	if err != nil {
 		return err

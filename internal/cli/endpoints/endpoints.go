@@ -57,7 +57,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 }
 
 func run(ctx context.Context, opts *Options) error {
-	name, err := composeenv.NameOnly(composeenv.Options{WorkDir: opts.WorkDir, File: opts.File, Name: opts.Name, Environ: opts.Environ})
+	name, err := environmentName(composeenv.Options{WorkDir: opts.WorkDir, File: opts.File, Name: opts.Name, Environ: opts.Environ})
 	if err != nil {
 		return err
 	}
@@ -116,4 +116,12 @@ func write(w io.Writer, format, env string, eps []deploy.PublicEndpoint) error {
 		}
 		return tw.Flush()
 	}
+}
+
+// environmentName is the name of the folder's devtool.yml environment, else of its Compose file.
+func environmentName(o composeenv.Options) (string, error) {
+	if n, ok := deploy.ManifestEnvironmentName(o.WorkDir, o.File, o.Name, o.Environ); ok {
+		return n, nil
+	}
+	return composeenv.NameOnly(o)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/composeenv"
+	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/iostreams"
 	"github.com/devtool/devtool/internal/logs"
 )
@@ -94,7 +95,7 @@ StatefulSet, DaemonSet or Job, else the pod's own name.`,
 func run(ctx context.Context, opts *Options) error {
 	env := ""
 	if !opts.All {
-		name, err := composeenv.NameOnly(composeenv.Options{WorkDir: opts.WorkDir, File: opts.File, Name: opts.Name, Environ: opts.Environ})
+		name, err := environmentName(composeenv.Options{WorkDir: opts.WorkDir, File: opts.File, Name: opts.Name, Environ: opts.Environ})
 		if err != nil {
 			return err
 		}
@@ -126,4 +127,12 @@ func run(ctx context.Context, opts *Options) error {
 // formatter colours prefixes only when stdout is a terminal and NO_COLOR is unset (IOStreams decides).
 func formatter(opts *Options) logs.TextFormatter {
 	return logs.TextFormatter{Color: opts.IO.ColorEnabled(), Timestamps: opts.Timestamps}
+}
+
+// environmentName is the name of the folder's devtool.yml environment, else of its Compose file.
+func environmentName(o composeenv.Options) (string, error) {
+	if n, ok := deploy.ManifestEnvironmentName(o.WorkDir, o.File, o.Name, o.Environ); ok {
+		return n, nil
+	}
+	return composeenv.NameOnly(o)
 }

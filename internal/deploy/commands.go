@@ -1,0 +1,177 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/dotenv"
+
+	"github.com/devtool/devtool/internal/manifest"
+)
+
+// CommandRunner runs a manifest's deploy or destroy commands, one after the other.
+type CommandRunner struct {
+	// Shell is "bash" (the default) or "sh" (--no-bash); each command runs as <Shell> -c <command>.
+	Shell string
+	Dir   string            // the manifest's folder
+	Env   map[string]string // the commands' environment (see CommandEnv); DEVTOOL_ENV handoffs are added to it
+	// EnvFile is the DEVTOOL_ENV file: emptied before each command and read as dotenv after it.
+	EnvFile string
+	// Out receives each line live, prefixed by the command's name (stderr).
+	Out io.Writer
+	// Output keeps everything the commands printed (with prefixes), for the state record.
+	Output *bytes.Buffer
+}
+
+// CommandError is a command that failed (or was cancelled): later commands did not run.
+type CommandError struct {
+	Name string
+	Err  error
+}
+
+func (e *CommandError) Error() string {
+	if errors.Is(e.Err, context.Canceled) {
+		return fmt.Sprintf("command %q was cancelled", e.Name)
+	}
+	if errors.Is(e.Err, context.DeadlineExceeded) {
+		return fmt.Sprintf("command %q was stopped: the deploy timed out", e.Name)
+	}
+	return fmt.Sprintf("command %q failed: %v", e.Name, e.Err)
+}
+
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// Run runs cmds in order; the first failure stops it. Cancelling ctx kills the running command's
+// whole process group.
+func (r *CommandRunner) Run(ctx context.Context, cmds []manifest.Command) error {
+	if r.Env == nil {
+		r.Env = map[string]string{}
+	}
+	if r.Output == nil {
+		r.Output = &bytes.Buffer{}
+	}
+	for _, c := range cmds {
+		if err := ctx.Err(); err != nil {
+			return &CommandError{Name: c.Name, Err: err}
+		}
+		if err := r.runOne(ctx, c); err != nil {
+			return &CommandError{Name: c.Name, Err: err}
+		}
+	}
+	return nil
+}
+
+func (r *CommandRunner) runOne(ctx context.Context, c manifest.Command) error {
+	shell := r.Shell
+	if shell == "" {
+		shell = "bash"
+	}
+	name := c.Name
+	if name == "" {
+		name = c.Command
+	}
+	if r.EnvFile != "" {
+		if err := os.WriteFile(r.EnvFile, nil, 0o600); err != nil {
+			return fmt.Errorf("preparing DEVTOOL_ENV: %w", err)
+		}
+		r.Env[EnvHandoffVar] = r.EnvFile
+	}
+	cmd := exec.CommandContext(ctx, shell, "-c", c.Command)
+	cmd.Dir = r.Dir
+	cmd.Env = EnvList(r.Env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// The whole group: bash -c 'kubectl …' must not leave kubectl running.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = 5 * time.Second
+	pw := &prefixWriter{prefix: name + " | ", out: r.Out, keep: r.Output}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	fmt.Fprintf(pw, "$ %s\n", c.Command)
+	err := cmd.Run()
+	pw.flush()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		return err
+	}
+	if r.EnvFile != "" {
+		vars, err := ReadEnvFile(r.EnvFile)
+		if err != nil {
+			return err
+		}
+		for k, v := range vars {
+			r.Env[k] = v
+		}
+	}
+	return nil
+}
+
+// ReadEnvFile reads the DEVTOOL_ENV file a command wrote, as a dotenv file.
+func ReadEnvFile(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading DEVTOOL_ENV: %w", err)
+	}
+	vars, err := dotenv.ParseWithLookup(bytes.NewReader(data), func(string) (string, bool) { return "", false })
+	if err != nil {
+		return nil, fmt.Errorf("reading DEVTOOL_ENV (%s) as a dotenv file: %w", path, err)
+	}
+	return vars, nil
+}
+
+// prefixWriter writes complete lines with a prefix; stdout and stderr of one command share it.
+type prefixWriter struct {
+	mu     sync.Mutex
+	prefix string
+	out    io.Writer
+	keep   *bytes.Buffer
+	buf    []byte
+}
+
+func (w *prefixWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(w.buf[:i+1])
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *prefixWriter) line(l []byte) {
+	s := w.prefix + strings.TrimRight(string(l), "\r\n") + "\n"
+	if w.out != nil {
+		_, _ = io.WriteString(w.out, s)
+	}
+	if w.keep != nil {
+		w.keep.WriteString(s)
+	}
+}
+
+func (w *prefixWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.line(w.buf)
+		w.buf = nil
+	}
+}

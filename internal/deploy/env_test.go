@@ -1,0 +1,102 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/devtool/devtool/internal/manifest"
+)
+
+func TestParseVar(t *testing.T) {
+	for _, ok := range []string{"MODE=test", "a_1=x=y", "EMPTY="} {
+		if _, _, err := ParseVar(ok); err != nil {
+			t.Errorf("ParseVar(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"MODE", "1X=a", "DEVTOOL_NAME=x", "devtool_foo=x", "KUBECONFIG=x", "BUILDKIT_HOST=x", "A-B=x", "=x"} {
+		if _, _, err := ParseVar(bad); err == nil {
+			t.Errorf("ParseVar(%q) accepted a bad or reserved name", bad)
+		}
+	}
+}
+
+func TestCommandEnvPrecedence(t *testing.T) {
+	env := CommandEnv{
+		Environ:   map[string]string{"A": "shell", "PATH": "/bin"},
+		DotEnv:    map[string]string{"A": "dotenv", "B": "dotenv"},
+		Vars:      map[string]string{"C": "var"},
+		Namespace: "ns", Context: "ctx", Name: "shop", Registry: "reg:5000",
+		Images:     map[string]BuiltImage{"my-api.v2": {Ref: "reg:5000/ns/shop-api:abc", Digest: "sha256:1"}},
+		Kubeconfig: "/k", EnvFile: "/e",
+	}.Build()
+	want := map[string]string{
+		"A": "shell", "B": "dotenv", "C": "var", "PATH": "/bin",
+		"DEVTOOL_NAMESPACE": "ns", "DEVTOOL_CONTEXT": "ctx", "DEVTOOL_NAME": "shop", "DEVTOOL_REGISTRY_URL": "reg:5000",
+		"DEVTOOL_GIT_BRANCH": "", "DEVTOOL_GIT_COMMIT": "",
+		"DEVTOOL_BUILD_MY_API_V2_IMAGE": "reg:5000/ns/shop-api:abc", "DEVTOOL_BUILD_MY_API_V2_REGISTRY": "reg:5000",
+		"DEVTOOL_BUILD_MY_API_V2_REPOSITORY": "ns/shop-api", "DEVTOOL_BUILD_MY_API_V2_TAG": "abc",
+		"DEVTOOL_BUILD_MY_API_V2_SHA": "sha256:1", "KUBECONFIG": "/k", "DEVTOOL_ENV": "/e",
+	}
+	for k, v := range want {
+		if got, ok := env[k]; !ok || got != v {
+			t.Errorf("%s = %q (set %v), want %q", k, got, ok, v)
+		}
+	}
+	if _, ok := env["BUILDKIT_HOST"]; ok {
+		t.Error("BUILDKIT_HOST set though empty")
+	}
+}
+
+func TestSplitImageRef(t *testing.T) {
+	for ref, want := range map[string][3]string{
+		"127.0.0.1:25000/ns/app:tag": {"127.0.0.1:25000", "ns/app", "tag"},
+		"busybox:local":              {"docker.io", "busybox", "local"},
+		"localhost/x":                {"localhost", "x", ""},
+		"reg.io/a/b:1@sha256:00":     {"reg.io", "a/b", "1"},
+	} {
+		r, p, tg := SplitImageRef(ref)
+		if [3]string{r, p, tg} != want {
+			t.Errorf("SplitImageRef(%q) = %q %q %q, want %v", ref, r, p, tg, want)
+		}
+	}
+}
+
+func TestCommandRunnerHandsVariablesOn(t *testing.T) {
+	dir := t.TempDir()
+	var out strings.Builder
+	r := &CommandRunner{Shell: "sh", Dir: dir, EnvFile: filepath.Join(dir, "env"), Out: &out,
+		Env: map[string]string{"PATH": os.Getenv("PATH")}}
+	err := r.Run(context.Background(), []manifest.Command{
+		{Name: "first", Command: `echo 'TOKEN="a b"' >> "$DEVTOOL_ENV"; echo one`},
+		{Name: "second", Command: `echo "token=$TOKEN"; pwd`},
+		{Name: "fails", Command: `exit 3`},
+		{Name: "never", Command: `echo never`},
+	})
+	if err == nil || !strings.Contains(err.Error(), `"fails"`) {
+		t.Fatalf("err = %v, want the failing command named", err)
+	}
+	got := r.Output.String()
+	for _, want := range []string{"first | one\n", "second | token=a b\n", "second | " + dir + "\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "never |") || out.String() != got {
+		t.Errorf("unexpected output (a command after the failure ran, or live output differs):\n%s", got)
+	}
+}
+
+func TestCommandRunnerCancelKillsGroup(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &CommandRunner{Shell: "sh", Dir: t.TempDir(), Env: map[string]string{"PATH": os.Getenv("PATH")}}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, []manifest.Command{{Name: "sleep", Command: "sleep 60 & sleep 60; wait"}}) }()
+	cancel()
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("err = %v, want cancelled", err)
+	}
+}

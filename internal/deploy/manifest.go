@@ -1,0 +1,168 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/labelproxy"
+	"github.com/devtool/devtool/internal/manifest"
+	"github.com/devtool/devtool/internal/translate"
+)
+
+// ManifestDeploy is one deploy of a devtool.yml: the deploy commands (through the labelling
+// proxy), then the Compose files and endpoints of the deploy section, recorded in the state.
+type ManifestDeploy struct {
+	Client    *kube.Client
+	Namespace string
+	Name      string
+	Manifest  *manifest.Manifest
+	// Env is the commands' environment; Kubeconfig, KubeCacheDir and EnvFile are set by Run.
+	Env   CommandEnv
+	Shell string // "bash" or "sh"
+	// Compose is deploy.compose and deploy.endpoints translated (nil when there are none).
+	Compose *translate.Result
+	Wait    bool
+	// Out receives the commands' output, live (stderr); Progress the steps.
+	Out      io.Writer
+	Progress func(string)
+	Logger   *slog.Logger
+}
+
+// Run deploys. ctx carries the --timeout deadline and Ctrl-C.
+func (d *ManifestDeploy) Run(ctx context.Context) (err error) {
+	if d.Progress == nil {
+		d.Progress = func(string) {}
+	}
+	if d.Out == nil {
+		d.Out = io.Discard
+	}
+	cs := d.Client.Clientset
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, d.Namespace, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %q does not exist", d.Namespace)
+		}
+		if !apierrors.IsForbidden(err) {
+			return fmt.Errorf("checking namespace %q: %w", d.Namespace, err)
+		}
+	}
+	states := &StateStore{Clientset: cs, Namespace: d.Namespace}
+	st := &State{Name: d.Name, Status: StatusProgressing, Manifest: string(d.Manifest.Raw), ManifestFile: d.Manifest.File,
+		Branch: d.Env.GitBranch}
+	if err := states.Save(ctx, st); err != nil {
+		return err
+	}
+	var output bytes.Buffer
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		st.Status, st.Output = StatusDeployed, output.String()
+		if err != nil {
+			st.Status, st.Error = StatusError, err.Error()
+		}
+		if serr := states.Save(sctx, st); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+
+	if len(d.Manifest.Deploy.Commands) > 0 {
+		err := RunManifestCommands(ctx, CommandsRun{Client: d.Client, Namespace: d.Namespace, Name: d.Name,
+			Env: d.Env, Shell: d.Shell, Dir: d.Manifest.Dir, Out: d.Out, Output: &output, Logger: d.Logger},
+			d.Manifest.Deploy.Commands)
+		if err != nil {
+			return err
+		}
+	}
+	if d.Compose != nil && len(d.Compose.Objects) > 0 {
+		cd := &ComposeDeploy{Client: d.Client, Namespace: d.Namespace, Name: d.Name, Result: d.Compose,
+			Wait: d.Wait, Progress: d.Progress, NoState: true}
+		if err := cd.Run(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CommandsRun says how to run a manifest's commands.
+type CommandsRun struct {
+	Client          *kube.Client
+	Namespace, Name string
+	Env             CommandEnv
+	Shell, Dir      string
+	Out             io.Writer
+	Output          *bytes.Buffer
+	Logger          *slog.Logger
+}
+
+// RunManifestCommands runs commands in order behind a labelling proxy started for this run
+// (objects they create get dev.devtool/deployed-by=<Name>), with the DEVTOOL_ENV handoff.
+func RunManifestCommands(ctx context.Context, o CommandsRun, cmds []manifest.Command) error {
+	tmp, err := os.MkdirTemp("", "devtool-run-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	p, err := labelproxy.Start(pctx, labelproxy.Options{Upstream: o.Client.Config,
+		Labels: map[string]string{kube.LabelDeployedBy: o.Name}, Logger: o.Logger})
+	if err != nil {
+		stop()
+		return fmt.Errorf("starting the labelling proxy: %w", err)
+	}
+	defer func() {
+		stop()
+		_ = p.Wait()
+	}()
+	kc := filepath.Join(tmp, "kubeconfig")
+	if err := p.WriteKubeconfig(kc, o.Namespace); err != nil {
+		return err
+	}
+	cache := filepath.Join(tmp, "kube-cache")
+	envFile := filepath.Join(tmp, "devtool.env")
+	env := o.Env
+	env.Kubeconfig, env.KubeCacheDir, env.EnvFile = kc, cache, envFile
+	r := &CommandRunner{Shell: o.Shell, Dir: o.Dir, Env: env.Build(), EnvFile: envFile, Out: o.Out, Output: o.Output}
+	err = r.Run(ctx, cmds)
+	var ce *CommandError
+	if errors.As(err, &ce) && o.Output != nil {
+		fmt.Fprintf(o.Output, "%s\n", ce.Error())
+	}
+	return err
+}
+
+// LoadManifest loads the devtool.yml of dir (or file). It returns nil and no error when there is
+// none, or when a Compose file stands in for it: those are handled as Compose environments.
+func LoadManifest(dir, file string, environ map[string]string) (*manifest.Manifest, error) {
+	_, isCompose, err := manifest.Find(dir, file)
+	if err != nil || isCompose {
+		return nil, nil
+	}
+	m, err := manifest.Load(manifest.LoadOptions{Dir: dir, File: file, Environ: environ})
+	if err != nil {
+		return nil, err
+	}
+	if m.Inferred {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// ManifestEnvironmentName is the environment name of the folder's devtool.yml; ok is false when
+// there is no (loadable) devtool.yml, and callers fall back to the Compose file.
+func ManifestEnvironmentName(dir, file, flag string, environ map[string]string) (name string, ok bool) {
+	m, err := LoadManifest(dir, file, environ)
+	if err != nil || m == nil {
+		return "", false
+	}
+	return EnvironmentName(flag, m.Name, m.Dir), true
+}
