@@ -2,10 +2,14 @@ package deploy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/devtool/devtool/internal/manifest"
 )
@@ -90,13 +94,38 @@ func TestCommandRunnerHandsVariablesOn(t *testing.T) {
 }
 
 func TestCommandRunnerCancelKillsGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &CommandRunner{Shell: "sh", Dir: t.TempDir(), Env: map[string]string{"PATH": os.Getenv("PATH")}}
+	r := &CommandRunner{Shell: "sh", Dir: dir, Env: map[string]string{"PATH": os.Getenv("PATH")}}
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, []manifest.Command{{Name: "sleep", Command: "sleep 60 & sleep 60; wait"}}) }()
+	go func() {
+		done <- r.Run(ctx, []manifest.Command{{Name: "sleep", Command: "sleep 60 & echo $! > child.pid; wait"}})
+	}()
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			break
+		}
+	}
+	if pid == 0 {
+		t.Fatal("the command never started its child")
+	}
+	start := time.Now()
 	cancel()
 	err := <-done
-	if err == nil || !strings.Contains(err.Error(), "cancelled") {
+	if err == nil || !strings.Contains(err.Error(), "cancelled") || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want cancelled", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("cancel took %s", d)
+	}
+	// The background child is in the command's process group: it must be gone (or a zombie).
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
+		time.Sleep(200 * time.Millisecond)
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(b), ") Z ") {
+			t.Errorf("the command's child %d survived the cancel: %s", pid, b)
+		}
 	}
 }

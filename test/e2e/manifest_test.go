@@ -55,14 +55,18 @@ spec:
 
 const commandsManifest = `name: shop
 deploy:
-  - name: apply
-    command: kubectl apply -f k8s/
-  - name: token
-    command: echo "TOKEN=t-$DEVTOOL_NAME" >> "$DEVTOOL_ENV"
-  - name: handoff
-    command: kubectl create configmap handoff --from-literal=token="$TOKEN" --from-literal=mode="$MODE" --from-literal=ns="$DEVTOOL_NAMESPACE"
-  - name: rollout
-    command: kubectl rollout status deployment/api --timeout=240s
+  commands:
+    - name: apply
+      command: kubectl apply -f k8s/
+    - name: token
+      command: echo "TOKEN=t-$DEVTOOL_NAME" >> "$DEVTOOL_ENV"
+    - name: handoff
+      command: kubectl create configmap handoff --from-literal=token="$TOKEN" --from-literal=mode="$MODE" --from-literal=ns="$DEVTOOL_NAMESPACE"
+    - name: rollout
+      command: kubectl rollout status deployment/api --timeout=240s
+  endpoints:
+    shop:
+      - {path: /, service: api, port: 8080}
 destroy:
   - name: goodbye
     command: echo "bye $DEVTOOL_NAME"
@@ -80,9 +84,16 @@ func TestManifestCommandsLifecycle(t *testing.T) {
 	ctx := context.Background()
 	cs := c.Clientset
 
-	_, errOut, err := u.run("deploy", "--namespace", ns, "--var", "MODE=test", "--timeout", "4m")
+	u.extra = []string{"DEVTOOL_CLUSTER_DOMAIN=devtool.test"}
+	out, errOut, err := u.run("deploy", "--namespace", ns, "--var", "MODE=test", "--timeout", "4m")
 	if err != nil {
 		t.Fatalf("deploy: %v", err)
+	}
+	if want := "https://shop-" + ns + ".devtool.test/"; !strings.Contains(out, want) {
+		t.Errorf("deploy output %q lacks the endpoint %s of deploy.endpoints", out, want)
+	}
+	if ing, err := cs.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{}); err != nil || ing.Labels[kube.LabelDeployedBy] != "shop" {
+		t.Errorf("ingress shop: %v", err)
 	}
 	if !strings.Contains(errOut, "apply | ") || !strings.Contains(errOut, "rollout | ") {
 		t.Errorf("the commands' output is not streamed with their names:\n%s", errOut)
@@ -125,6 +136,9 @@ func TestManifestCommandsLifecycle(t *testing.T) {
 	}
 	if _, err := cs.AppsV1().Deployments(ns).Get(ctx, "api", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("deployment api after destroy: %v", err)
+	}
+	if _, err := cs.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ingress shop after destroy: %v", err)
 	}
 	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "precious", metav1.GetOptions{}); err != nil {
 		t.Errorf("the policy keep configmap was deleted: %v", err)

@@ -168,11 +168,14 @@ func translateDeploySection(ctx context.Context, opts *Options, target *cmdutil.
 		add(r)
 	}
 	if len(m.Deploy.Endpoints) > 0 {
-		r, err := translate.Translate(&compose.Project{File: m.File, WorkingDir: m.Dir, Name: name, Endpoints: m.Deploy.Endpoints}, topts)
+		if target.ClusterDomain == "" {
+			warn("endpoints have no URL because no cluster domain is configured (set it in the context or in DEVTOOL_CLUSTER_DOMAIN): their Ingresses answer on any host")
+		}
+		objs, eps, err := deploy.EndpointIngresses(name, target.Namespace, target.ClusterDomain, m.Deploy.Endpoints)
 		if err != nil {
 			return nil, err
 		}
-		add(r)
+		add(&translate.Result{Objects: objs, Endpoints: eps})
 	}
 	return merged, nil
 }
