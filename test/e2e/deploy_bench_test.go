@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/devtool/devtool/internal/compose"
 	"github.com/devtool/devtool/internal/kube"
@@ -46,8 +47,30 @@ func BenchmarkDeployTwentyServices(b *testing.B) {
 	b.ReportMetric(devtool.Seconds()/direct.Seconds(), "ratio")
 }
 
-func deployWithDevtool(b *testing.B, c *testcluster.Cluster) time.Duration {
+// freshNamespace makes a namespace for one round and removes it, pods and all, before the next:
+// rounds must not accumulate pods on the single node (110 at most).
+func freshNamespace(b *testing.B, c *testcluster.Cluster) (string, func()) {
 	ns := c.Namespace(b)
+	return ns, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		objs, err := c.Objects()
+		if err != nil {
+			b.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("Namespace")
+		u.SetName(ns)
+		if err := objs.DeleteAndWait(ctx, u); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func deployWithDevtool(b *testing.B, c *testcluster.Cluster) time.Duration {
+	ns, done := freshNamespace(b, c)
+	defer done()
 	u := newUser(b, c)
 	u.write("compose.yml", twentyServices())
 	start := time.Now()
@@ -58,7 +81,8 @@ func deployWithDevtool(b *testing.B, c *testcluster.Cluster) time.Duration {
 }
 
 func applyDirect(b *testing.B, c *testcluster.Cluster) time.Duration {
-	ns := c.Namespace(b)
+	ns, done := freshNamespace(b, c)
+	defer done()
 	dir := b.TempDir()
 	p, err := compose.LoadBytes(compose.LoadOptions{File: dir + "/compose.yml", Environ: map[string]string{}}, []byte(twentyServices()))
 	if err != nil {
