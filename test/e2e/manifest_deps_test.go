@@ -43,16 +43,31 @@ func gitRepo(t *testing.T, files map[string]string) string {
 
 // TestManifestDependencyDeployedOnce: a dependency (a local git repository with its own
 // devtool.yml) is cloned and deployed with its variables the first time, and not the second;
-// destroy --all removes both environments.
+// --dependencies deploys it again; destroy --all removes both environments.
 func TestManifestDependencyDeployedOnce(t *testing.T) {
 	c := testcluster.Connect(t)
 	ns := c.Namespace(t)
 	u := newUser(t, c)
-	// kubectl create fails when the ConfigMap exists: deploying the dependency twice would fail.
+	// Each deploy of the dependency leaves one run-<n> ConfigMap: they count its deploys.
 	repo := gitRepo(t, map[string]string{"devtool.yml": `deploy:
   - name: create
-    command: kubectl create configmap payments --from-literal=mode="$MODE" --from-literal=branch="$DEVTOOL_GIT_BRANCH"
+    command: kubectl create configmap payments --from-literal=mode="$MODE" --from-literal=branch="$DEVTOOL_GIT_BRANCH" --dry-run=client -o yaml | kubectl apply -f -
+  - name: count
+    command: kubectl create configmap "run-$(date +%s%N)"
 `})
+	runs := func() int {
+		l, err := c.Clientset.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: kube.LabelDeployedBy + "=payments"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, cm := range l.Items {
+			if strings.HasPrefix(cm.Name, "run-") {
+				n++
+			}
+		}
+		return n
+	}
 	u.write("devtool.yml", `name: front
 dependencies:
   payments:
@@ -78,6 +93,13 @@ deploy:
 	if err != nil || !strings.Contains(errOut, "Dependency payments is already deployed") {
 		t.Fatalf("second deploy: %v\n%s", err, errOut)
 	}
+	if n := runs(); n != 1 {
+		t.Errorf("the dependency was deployed %d times by two deploys, want 1", n)
+	}
+	u.mustRun("deploy", "--namespace", ns, "--dependencies")
+	if n := runs(); n != 2 {
+		t.Errorf("--dependencies did not deploy the dependency again (%d deploys, want 2)", n)
+	}
 	states := &deploy.StateStore{Clientset: cs, Namespace: ns}
 	for _, n := range []string{"payments", "front"} {
 		if st, err := states.Get(ctx, n); err != nil || st == nil || st.Status != deploy.StatusDeployed {
@@ -85,6 +107,9 @@ deploy:
 		}
 	}
 	u.mustRun("destroy", "--namespace", ns, "--all")
+	if n := runs(); n != 0 {
+		t.Errorf("%d run configmaps of the dependency left after destroy --all", n)
+	}
 	for _, n := range []string{"payments", "front"} {
 		if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("configmap %s after destroy --all: %v", n, err)
