@@ -87,6 +87,9 @@ func AcquireLock(ctx context.Context, cs kubernetes.Interface, ns, env, holder s
 			}
 		}
 	}
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("namespace %q does not exist", ns)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("taking the lock of environment %s (lease %s): %w", env, lease.Name, err)
 	}
