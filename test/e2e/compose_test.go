@@ -179,6 +179,11 @@ func TestDeployTimeoutExplains(t *testing.T) {
   crasher:
     image: docker.io/library/busybox:local
     command: ["sh", "-c", "echo 'fatal: config missing'; exit 3"]
+    # A check that never passes keeps the crasher from flashing Ready in the instant it runs, which
+    # a loaded kubelet can report for longer than deploy's settle time: the test stays deterministic.
+    healthcheck:
+      test: ["CMD", "false"]
+      interval: 1s
   fine:
     image: docker.io/library/busybox:local
     command: sleep 3600
