@@ -34,8 +34,8 @@ func NewCmd(f *cmdutil.Factory, levelVar *slog.LevelVar) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "devtool <command> [flags]",
 		Short: "Development environments on Kubernetes",
-		Long: `devtool deploys Compose environments to Kubernetes, builds and pushes their images, and
-manages the contexts and namespaces its commands run in.`,
+		Long: `devtool deploys Compose files and devtool.yml manifests to Kubernetes, builds and pushes
+their images, streams their logs, and manages the contexts and namespaces its commands run in.`,
 		Version:       buildinfo.Get().Version,
 		SilenceErrors: true, // main prints errors, once
 		SilenceUsage:  true,
