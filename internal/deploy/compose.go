@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/devtool/devtool/internal/kube"
 	"github.com/devtool/devtool/internal/translate"
@@ -366,25 +365,4 @@ func (d *ComposeDeploy) notReady(ctx context.Context, tr *tracker, cause error) 
 
 func key(u *unstructured.Unstructured) string {
 	return u.GroupVersionKind().GroupKind().String() + "/" + u.GetName()
-}
-
-// DryRun returns the objects as the API server would store them, without persisting anything.
-func DryRun(ctx context.Context, c *kube.Client, env string, objects []runtime.Object) ([]*unstructured.Unstructured, error) {
-	objs, err := c.Objects()
-	if err != nil {
-		return nil, err
-	}
-	var out []*unstructured.Unstructured
-	for _, o := range objects {
-		u, err := kube.ToUnstructured(o)
-		if err != nil {
-			return nil, err
-		}
-		r, err := objs.Apply(ctx, u, env, true)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
 }

@@ -10,16 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // FieldManager is the server-side apply field manager of every object devtool writes.
@@ -240,20 +236,10 @@ func (o *Objects) WaitGone(ctx context.Context, u *unstructured.Unstructured) er
 	if err != nil {
 		return err
 	}
-	sel := fields.OneTermEqualSelector("metadata.name", u.GetName()).String()
-	lw := &cache.ListWatch{
-		ListFunc: func(opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = sel
-			return ri.List(ctx, opts)
-		},
-		WatchFunc: func(opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = sel
-			return ri.Watch(ctx, opts)
-		},
-	}
-	_, err = watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{},
-		func(s cache.Store) (bool, error) { return len(s.List()) == 0, nil },
-		func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted, nil })
+	err = UntilNamed(ctx, u.GetName(), &unstructured.Unstructured{},
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
+		ri.Watch,
+		func(obj runtime.Object) bool { return obj == nil })
 	if err != nil {
 		return fmt.Errorf("waiting for %s %s to be deleted: %w", strings.ToLower(u.GetKind()), u.GetName(), err)
 	}

@@ -72,31 +72,49 @@ func WaitForPods(ctx context.Context, cs kubernetes.Interface, ns, selector stri
 	return result, nil
 }
 
-// WaitForPVCBound watches one PersistentVolumeClaim until it is Bound.
-func WaitForPVCBound(ctx context.Context, cs kubernetes.Interface, ns, name string) error {
+// UntilNamed watches the one object called name, listed and watched through list and watchFn,
+// until cond holds for it; cond gets nil while the object does not exist. It lists once, then
+// follows the watch.
+func UntilNamed(ctx context.Context, name string, example runtime.Object,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+	cond func(obj runtime.Object) bool) error {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
-			return cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, o)
+			return list(ctx, o)
 		},
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
-			return cs.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, o)
+			return watchFn(ctx, o)
 		},
 	}
-	bound := func(obj any) bool {
-		pvc, ok := obj.(*corev1.PersistentVolumeClaim)
-		return ok && pvc.Status.Phase == corev1.ClaimBound
-	}
-	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.PersistentVolumeClaim{}, func(store cache.Store) (bool, error) {
-		for _, o := range store.List() {
-			if bound(o) {
-				return true, nil
-			}
+	_, err := watchtools.UntilWithSync(ctx, lw, example, func(store cache.Store) (bool, error) {
+		items := store.List()
+		if len(items) == 0 {
+			return cond(nil), nil
 		}
-		return false, nil
-	}, func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted && bound(ev.Object), nil })
+		return cond(items[0].(runtime.Object)), nil
+	}, func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Deleted {
+			return cond(nil), nil
+		}
+		return cond(ev.Object), nil
+	})
+	return err
+}
+
+// WaitForPVCBound watches one PersistentVolumeClaim until it is Bound.
+func WaitForPVCBound(ctx context.Context, cs kubernetes.Interface, ns, name string) error {
+	pvcs := cs.CoreV1().PersistentVolumeClaims(ns)
+	err := UntilNamed(ctx, name, &corev1.PersistentVolumeClaim{},
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pvcs.List(ctx, o) },
+		pvcs.Watch,
+		func(obj runtime.Object) bool {
+			pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+			return ok && pvc.Status.Phase == corev1.ClaimBound
+		})
 	if err != nil {
 		return fmt.Errorf("waiting for PVC %s/%s to be bound: %w", ns, name, err)
 	}

@@ -20,11 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/devtool/devtool/internal/kube"
 )
@@ -150,20 +146,11 @@ func namespaceName(testName string) string {
 
 // A pod cannot be created in a new namespace until the controller-manager made its default ServiceAccount.
 func waitForDefaultServiceAccount(ctx context.Context, c *Cluster, ns string) error {
-	sel := fields.OneTermEqualSelector("metadata.name", "default").String()
-	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return c.Clientset.CoreV1().ServiceAccounts(ns).List(ctx, o)
-		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return c.Clientset.CoreV1().ServiceAccounts(ns).Watch(ctx, o)
-		},
-	}
-	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.ServiceAccount{},
-		func(s cache.Store) (bool, error) { return len(s.List()) > 0, nil },
-		func(ev watch.Event) (bool, error) { return ev.Type == watch.Added, nil })
+	sas := c.Clientset.CoreV1().ServiceAccounts(ns)
+	err := kube.UntilNamed(ctx, "default", &corev1.ServiceAccount{},
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return sas.List(ctx, o) },
+		sas.Watch,
+		func(obj runtime.Object) bool { return obj != nil })
 	if err != nil {
 		return fmt.Errorf("default ServiceAccount never appeared: %w", err)
 	}
