@@ -4,14 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/devtool/devtool/internal/safefile"
 	"github.com/devtool/devtool/internal/yamlsrc"
 )
+
+// MaxFileSize caps a Compose file (and each file it includes or extends).
+const MaxFileSize = safefile.DefaultMax
 
 // LoadOptions says what to load and where variables come from.
 type LoadOptions struct {
@@ -25,6 +28,16 @@ type LoadOptions struct {
 	Lookups []Lookup
 	// HomeDir expands "~" in host paths. Empty: Environ["HOME"], then the user's home.
 	HomeDir string
+	// Logger receives debug lines (the files read). nil discards them. compose-go's own
+	// logging (logrus) is never used: its messages become Warnings.
+	Logger *slog.Logger
+}
+
+func (o LoadOptions) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
 }
 
 // DefaultFileNames are the names FindFile looks for, in order.
@@ -62,7 +75,7 @@ func Load(opts LoadOptions) (*Project, error) {
 	if opts.File == "" {
 		return nil, errors.New("no compose file given")
 	}
-	data, err := os.ReadFile(opts.File)
+	data, err := safefile.Read(opts.File, MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("reading compose file: %w", err)
 	}
@@ -89,18 +102,19 @@ func LoadBytes(opts LoadOptions, data []byte) (*Project, error) {
 	// Spec precedence (A6): shell, then .env, then stored platform secrets.
 	l.Lookup = yamlsrc.ChainLookups(sources...)
 
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, Errors{l.SyntaxError(err)}
+	doc, ok := l.Parse(data)
+	if !ok {
+		return nil, Errors(l.Errs)
 	}
-	l.Interpolate(&doc, "", nil)
+	l.Interpolate(doc, "", nil)
 	p := &Project{File: abs, WorkingDir: l.dir}
-	l.project(&doc, p)
+	l.project(doc, p)
 	if len(l.Errs) > 0 {
 		// In file order, so a user can fix them top to bottom.
 		yamlsrc.SortErrors(l.Errs)
 		return nil, Errors(l.Errs)
 	}
 	p.Warnings = l.Warnings()
+	opts.logger().Debug("compose file loaded", "file", opts.File, "services", len(p.Services), "warnings", len(p.Warnings))
 	return p, nil
 }

@@ -55,7 +55,7 @@ func (l *loader) ports(n *yaml.Node, field string) []Port {
 // container may be ranges ("8000-8005:3000-3005"). Ranges are expanded.
 func parsePort(s string) (ports []Port, hostIP string, err error) {
 	bad := func(why string) error {
-		return fmt.Errorf("invalid port %q: %s (expected 8080, 80:8080, 127.0.0.1:80:8080, 3000-3005 or 80:8080/udp)", s, why)
+		return fmt.Errorf("invalid port %s: %s (expected 8080, 80:8080, 127.0.0.1:80:8080, 3000-3005 or 80:8080/udp)", yamlsrc.Quote(s), why)
 	}
 	spec := strings.TrimSpace(s)
 	protocol := "TCP"
@@ -149,7 +149,7 @@ func portRange(s string) (from, to int32, err error) {
 func portNumber(s string) (int32, error) {
 	v, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil || v < 1 || v > 65535 {
-		return 0, fmt.Errorf("%q is not a number between 1 and 65535", s)
+		return 0, fmt.Errorf("%s is not a number between 1 and 65535", yamlsrc.Quote(s))
 	}
 	return int32(v), nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // duration reads a Compose duration ("10s", "1m30s", "1h"). A bare number is seconds only
@@ -59,13 +61,13 @@ func memoryQuantity(s string) (string, error) {
 		}
 		bytes := num * math.Pow(1024, float64(shift))
 		if bytes >= math.MaxInt64/2 {
-			return "", fmt.Errorf("%q is too large", s)
+			return "", fmt.Errorf("%s is too large", yamlsrc.Quote(s))
 		}
 		return formatBytes(int64(math.Round(bytes))), nil
 	}
 	q, err := resource.ParseQuantity(s)
 	if err != nil || q.Sign() < 0 {
-		return "", fmt.Errorf("expected a memory size such as 512M, 1g or 512Mi, found %q", s)
+		return "", fmt.Errorf("expected a memory size such as 512M, 1g or 512Mi, found %s", yamlsrc.Quote(s))
 	}
 	return q.String(), nil
 }
@@ -86,7 +88,7 @@ func formatBytes(b int64) string {
 // CPUs as a number, fractions in millicores.
 func cpuQuantity(s string) (string, error) {
 	s = strings.TrimSpace(s)
-	bad := fmt.Errorf("expected a number of CPUs such as 0.5, 2 or 500m, found %q", s)
+	bad := fmt.Errorf("expected a number of CPUs such as 0.5, 2 or 500m, found %s", yamlsrc.Quote(s))
 	if m, ok := strings.CutSuffix(s, "m"); ok {
 		if v, err := strconv.ParseUint(m, 10, 32); err == nil && v > 0 {
 			return s, nil
@@ -99,7 +101,7 @@ func cpuQuantity(s string) (string, error) {
 	}
 	millis := int64(math.Round(f * 1000))
 	if millis == 0 {
-		return "", fmt.Errorf("%q is below the smallest CPU unit (0.001)", s)
+		return "", fmt.Errorf("%s is below the smallest CPU unit (0.001)", yamlsrc.Quote(s))
 	}
 	if millis%1000 == 0 {
 		return strconv.FormatInt(millis/1000, 10), nil

@@ -47,7 +47,7 @@ func sizeQuantity(s string) (string, error) {
 		// Docker's notation first: "10G" means 10 GiB there, not 10^10 bytes.
 		q, err := memoryQuantity(s)
 		if err != nil || q == "0" {
-			return "", fmt.Errorf("invalid size %q", s)
+			return "", fmt.Errorf("invalid size %s", yamlsrc.Quote(s))
 		}
 		return q, nil
 	}
@@ -56,7 +56,7 @@ func sizeQuantity(s string) (string, error) {
 	}
 	q, err := resource.ParseQuantity(s)
 	if err != nil || q.Sign() <= 0 {
-		return "", fmt.Errorf("invalid size %q", s)
+		return "", fmt.Errorf("invalid size %s", yamlsrc.Quote(s))
 	}
 	return q.String(), nil
 }

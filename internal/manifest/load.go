@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/devtool/devtool/internal/compose"
+	"github.com/devtool/devtool/internal/safefile"
 	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
@@ -33,7 +34,7 @@ type LoadOptions struct {
 var DefaultFileNames = []string{"devtool.yml", "devtool.yaml", ".devtool/devtool.yml", ".devtool/devtool.yaml"}
 
 // maxFileSize bounds what a manifest may hold; a bigger one is a mistake (or a device).
-const maxFileSize = 8 << 20
+const maxFileSize = safefile.DefaultMax
 
 // NotFoundError says no manifest was found, and every path searched.
 type NotFoundError struct {
@@ -96,7 +97,7 @@ func Load(opts LoadOptions) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading manifest %s: %w", path, err)
 	}
-	if looksLikeCompose(data) {
+	if looksLikeCompose(data) || (isEmptyYAML(data) && isComposeName(path)) {
 		return fromCompose(opts, path)
 	}
 	opts.File = path
@@ -124,12 +125,12 @@ func LoadBytes(opts LoadOptions, data []byte) (*Manifest, error) {
 	sources := []yamlsrc.Lookup{shell, yamlsrc.MapLookup(m.DotEnv)}
 	p.Lookup = yamlsrc.ChainLookups(append(sources, opts.Lookups...)...)
 
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, Errors{p.SyntaxError(err)}
+	doc, ok := p.Parse(data)
+	if !ok {
+		return nil, Errors(p.Errs)
 	}
-	p.Interpolate(&doc, "", commandNodes(&doc))
-	p.manifest(&doc, m)
+	p.Interpolate(doc, "", commandNodes(doc))
+	p.manifest(doc, m)
 	if len(p.Errs) > 0 {
 		yamlsrc.SortErrors(p.Errs)
 		return nil, Errors(p.Errs)
@@ -167,6 +168,19 @@ func fromCompose(opts LoadOptions, path string) (*Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// isComposeName tells whether a file is named like a Compose file (compose.yaml,
+// docker-compose.override.yml, ...), so an empty one is reported as an empty Compose file.
+func isComposeName(path string) bool {
+	base := strings.ToLower(filepath.Base(path))
+	return strings.Contains(base, "compose") && !strings.HasPrefix(base, "devtool")
+}
+
+// isEmptyYAML tells whether data holds no YAML value (nothing, comments, or null).
+func isEmptyYAML(data []byte) bool {
+	var v any
+	return yaml.Unmarshal(data, &v) == nil && v == nil
 }
 
 // manifestKeys are the top-level keys of a devtool manifest that a Compose file never has.
@@ -213,7 +227,7 @@ func (p *parser) absPath(s string) string {
 
 // readRegularFile reads a manifest or .env file: a regular file of at most maxFileSize bytes.
 func readRegularFile(path string) ([]byte, error) {
-	return yamlsrc.ReadRegularFile(path, maxFileSize)
+	return safefile.Read(path, maxFileSize)
 }
 
 // requiredStr reads a non-empty string.

@@ -3,13 +3,14 @@ package yamlsrc
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
+
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // Lookup finds a variable by name; ok is false when it is not defined.
@@ -61,19 +62,10 @@ func (r *Reader) ReadDotEnv(path, display string, maxSize int64, shell Lookup) m
 }
 
 // ReadRegularFile reads a file that must be a regular file of at most maxSize bytes, so a
-// path like /dev/zero or a folder gives an error instead of hanging or failing obscurely.
+// path like /dev/zero, a FIFO or a folder gives an error instead of hanging or failing
+// obscurely. It is safefile.Read.
 func ReadRegularFile(path string, maxSize int64) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if st.Size() > maxSize {
-		return nil, fmt.Errorf("larger than %d bytes", maxSize)
-	}
-	return os.ReadFile(path)
+	return safefile.Read(path, maxSize)
 }
 
 // UnwrapPathError drops the operation and path from an *fs.PathError, for messages that

@@ -37,8 +37,11 @@ func (r *Reader) Interpolate(n *yaml.Node, field string, skip map[*yaml.Node]boo
 		if !strings.Contains(n.Value, "$") {
 			return
 		}
-		v, err := template.SubstituteWithOptions(n.Value, template.Mapping(r.Lookup),
-			template.WithoutLogging, template.WithReplacementFunction(r.replace))
+		if d := nestingDepth(n.Value); d > MaxNesting {
+			r.Errorf(n, field, "variable references nested %d deep (as in ${A:-${B:-...}}); at most %d levels are allowed", d, MaxNesting)
+			return
+		}
+		v, err := r.substitute(n.Value, template.Mapping(r.Lookup))
 		if err != nil {
 			r.interpolationError(n, field, err)
 			return
@@ -59,8 +62,7 @@ func (r *Reader) replace(substring string, mapping template.Mapping, cfg *templa
 		if err != nil {
 			return "", err
 		}
-		rest, err := template.SubstituteWithOptions(substring[i+1:], mapping,
-			template.WithoutLogging, template.WithReplacementFunction(r.replace))
+		rest, err := r.substitute(substring[i+1:], mapping)
 		return head + rest, err
 	}
 	value, applied, err := template.DefaultReplacementAppliedFunc(substring, mapping, cfg)
@@ -92,6 +94,83 @@ func (r *Reader) interpolationError(n *yaml.Node, field string, err error) {
 	default:
 		r.Errorf(n, field, "interpolation failed: %v", err)
 	}
+}
+
+// MaxNesting is how deep variable references may nest inside defaults (${A:-${B:-x}} is 2).
+// Real files use two or three levels; the bound keeps the cost of a hostile value small and
+// is checked before compose-go's template package sees the value.
+const MaxNesting = 10
+
+// nestingDepth is the deepest nesting of "${" in s ("$$" is a literal dollar).
+func nestingDepth(s string) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '$' && i+1 < len(s) && s[i+1] == '$':
+			i++
+		case s[i] == '$' && i+1 < len(s) && s[i+1] == '{':
+			depth++
+			deepest = max(deepest, depth)
+			i++
+		case s[i] == '}' && depth > 0:
+			depth--
+		}
+	}
+	return deepest
+}
+
+// substitute runs compose-go's substitution with this Reader's replacement and substitution
+// functions, so nested values (defaults, messages, the text after a closing brace) go through
+// them too: unset variables are reported in Warnings, and compose-go never logs through
+// logrus (its own nested substitution would, with logging on).
+func (r *Reader) substitute(s string, mapping template.Mapping) (string, error) {
+	return template.SubstituteWithOptions(s, mapping, template.WithoutLogging,
+		template.WithReplacementFunction(r.replace), template.WithSubstitutionFunction(r.operator))
+}
+
+// operator applies ${NAME<op>WORD} for the operators of the Compose Specification (:-, -, :?,
+// ?, :+, +), substituting WORD through r.substitute. applied is false for a plain ${NAME}.
+func (r *Reader) operator(substitution string, mapping template.Mapping) (string, bool, error) {
+	i := 0
+	for i < len(substitution) && (substitution[i] == '_' || substitution[i] >= 'a' && substitution[i] <= 'z' ||
+		substitution[i] >= 'A' && substitution[i] <= 'Z' || i > 0 && substitution[i] >= '0' && substitution[i] <= '9') {
+		i++
+	}
+	name, rest := substitution[:i], substitution[i:]
+	colon := strings.HasPrefix(rest, ":")
+	if colon {
+		rest = rest[1:]
+	}
+	if rest == "" {
+		return "", false, nil
+	}
+	op, word := rest[0], rest[1:]
+	value, set := mapping(name)
+	present := set && (!colon || value != "")
+	switch op {
+	case '-':
+		if present {
+			return value, true, nil
+		}
+		v, err := r.substitute(word, mapping)
+		return v, err == nil, err
+	case '+':
+		if !present {
+			return value, true, nil
+		}
+		v, err := r.substitute(word, mapping)
+		return v, err == nil, err
+	case '?':
+		if present {
+			return value, true, nil
+		}
+		msg, err := r.substitute(word, mapping)
+		if err != nil {
+			return "", false, err
+		}
+		return "", true, &template.MissingRequiredError{Variable: name, Reason: msg}
+	}
+	return "", false, nil
 }
 
 // firstClosingBrace finds the brace that closes the first "${", counting nested braces the

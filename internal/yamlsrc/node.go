@@ -1,6 +1,7 @@
 package yamlsrc
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,7 +47,7 @@ func KindName(n *yaml.Node) string {
 	case n.Tag == "!!bool":
 		return fmt.Sprintf("the boolean %s", n.Value)
 	default:
-		return fmt.Sprintf("the string %q", n.Value)
+		return "the string " + Quote(n.Value)
 	}
 }
 
@@ -242,6 +243,10 @@ func (r *Reader) intBits(n *yaml.Node, field string, bits int) (int64, bool) {
 		return 0, false
 	}
 	v, err := strconv.ParseInt(strings.TrimSpace(d.Value), 10, bits)
+	if errors.Is(err, strconv.ErrRange) {
+		r.Errorf(n, field, "the number %s is out of range (an integer from %d to %d)", Shorten(strings.TrimSpace(d.Value)), int64(-1)<<(bits-1), int64(1)<<(bits-1)-1)
+		return 0, false
+	}
 	if err != nil {
 		r.Expected(n, field, "an integer")
 		return 0, false

@@ -42,8 +42,9 @@ func (r *Reader) Pos(n *yaml.Node) Position {
 }
 
 // Errorf records an error at n for the value at field.
+// A string formatted with %q is quoted only up to MaxQuoted characters.
 func (r *Reader) Errorf(n *yaml.Node, field, format string, args ...any) {
-	r.Errs = append(r.Errs, &Error{Pos: r.Pos(n), Field: field, Msg: fmt.Sprintf(format, args...)})
+	r.Errs = append(r.Errs, &Error{Pos: r.Pos(n), Field: field, Msg: fmt.Sprintf(format, shortenQuoted(format, args)...)})
 }
 
 // Expected records "expected <what>, found <what n is>" at n.
@@ -77,9 +78,10 @@ func (r *Reader) Ignore(n *yaml.Node, field string) {
 	r.ignored = append(r.ignored, ignoredField{field: field, pos: r.Pos(n)})
 }
 
-// Warnf records a warning.
+// Warnf records a warning. A string formatted with %q is quoted only up to MaxQuoted
+// characters.
 func (r *Reader) Warnf(format string, args ...any) {
-	r.warnings = append(r.warnings, fmt.Sprintf(format, args...))
+	r.warnings = append(r.warnings, fmt.Sprintf(format, shortenQuoted(format, args)...))
 }
 
 // Warnings returns the warnings: unset variables, then the ignored fields grouped in one
