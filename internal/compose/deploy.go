@@ -29,8 +29,11 @@ func (l *loader) unifyDeploy(s *Service, field string, scale, resources, deploy,
 	}
 	if restart != nil {
 		f := yamlsrc.Join(field, "restart")
-		if str, ok := l.Str(restart.Val, f); ok {
+		if str, ok := l.Str(restart.Val, f); ok && strings.TrimSpace(str) == "" {
+			// restart: ${RESTART:-} with the variable unset: Compose reads it as the default.
+		} else if ok {
 			if r, ok := parseRestart(str); ok {
+				r.Explicit = true
 				s.Restart, restartSet = r, true
 			} else {
 				l.Errorf(restart.Val, f, "expected one of always, unless-stopped, any, no, none, never, on-failure or on-failure:<max attempts>, found %q", str)
@@ -65,6 +68,9 @@ func (l *loader) unifyDeploy(s *Service, field string, scale, resources, deploy,
 			}
 		case "restart_policy":
 			r, ok := l.restartPolicy(e.Val, f)
+			if ok && !r.Explicit {
+				continue
+			}
 			if ok && restartSet && !sameRestart(r, s.Restart) {
 				l.Errorf(e.KeyNode, f, "restart is %q and deploy.restart_policy says %q; set one of them", s.Restart.Policy, r.Policy)
 			} else if ok {
@@ -159,7 +165,10 @@ func (l *loader) restartPolicy(n *yaml.Node, field string) (Restart, bool) {
 			if !ok {
 				return r, false
 			}
-			switch s {
+			switch strings.TrimSpace(s) {
+			case "":
+				// An empty value from an unset variable: the default.
+				continue
 			case "any":
 				r.Policy = RestartAlways
 			case "none":
@@ -167,9 +176,15 @@ func (l *loader) restartPolicy(n *yaml.Node, field string) (Restart, bool) {
 			case "on-failure":
 				r.Policy = RestartOnFailure
 			default:
-				l.Errorf(e.Val, f, "expected none, on-failure or any, found %q", s)
-				return r, false
+				rr, good := parseRestart(s)
+				if !good || rr.MaxAttempts != nil {
+					l.Errorf(e.Val, f, "expected none, on-failure or any, found %q", s)
+					return r, false
+				}
+				l.Warnf("%s: %s: %q is a word of restart, not of restart_policy.condition (none, on-failure, any); read as %s", l.Pos(e.Val), f, s, rr.Policy)
+				r.Policy = rr.Policy
 			}
+			r.Explicit = true
 		case "max_attempts":
 			v, ok := l.Int(e.Val, f)
 			if !ok {
@@ -183,6 +198,10 @@ func (l *loader) restartPolicy(n *yaml.Node, field string) (Restart, bool) {
 		default:
 			l.Ignore(e.KeyNode, f)
 		}
+	}
+	if r.MaxAttempts != nil && !r.Explicit {
+		// max_attempts alone: Swarm's default condition is any.
+		r.Explicit = true
 	}
 	if r.MaxAttempts != nil && r.Policy != RestartOnFailure {
 		l.Warnf("%s: %s.max_attempts applies only to condition on-failure; ignored", l.Pos(maxNode), field)

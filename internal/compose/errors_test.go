@@ -31,7 +31,7 @@ func TestErrors(t *testing.T) {
 		{"bad port protocol", web + "    ports: [\"80/sctp\"]\n", 4, 13, "services.web.ports[0]", "protocol must be tcp or udp"},
 		{"bad port range", web + "    ports: [\"8000-8002:3000-3001\"]\n", 4, 13, "services.web.ports[0]", "host and container ranges have different lengths"},
 		{"bad restart", web + "    restart: sometimes\n", 4, 14, "services.web.restart", `expected one of always, unless-stopped, any, no, none, never, on-failure or on-failure:<max attempts>, found "sometimes"`},
-		{"bad restart condition", web + "    deploy: {restart_policy: {condition: always}}\n", 4, 42, "services.web.deploy.restart_policy.condition", `expected none, on-failure or any, found "always"`},
+		{"bad restart condition", web + "    deploy: {restart_policy: {condition: sometimes}}\n", 4, 42, "services.web.deploy.restart_policy.condition", `expected none, on-failure or any, found "sometimes"`},
 		{"invalid service name", "services:\n  My_Web: {image: x}\n", 2, 3, "services.My_Web", `service name "My_Web" is not valid in Kubernetes: use at most 63 lower-case letters, digits and '-'`},
 		{"invalid volume name", web + "volumes:\n  db_data: {}\n", 5, 3, "volumes.db_data", `volume name "db_data" is not valid in Kubernetes: use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit (for example "db-data")`},
 		{"list where a map is expected", web + "    healthcheck: [CMD, x]\n", 4, 18, "services.web.healthcheck", "expected a mapping, found a list"},

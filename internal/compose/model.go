@@ -143,6 +143,10 @@ type ResourceList struct {
 type Restart struct {
 	Policy      string // RestartAlways, RestartNever or RestartOnFailure
 	MaxAttempts *int   // on-failure only; nil when unset
+	// Explicit is true when the file set the policy (restart or deploy.restart_policy with a
+	// non-empty value); false for the default. A service others wait on with
+	// service_completed_successfully runs as a Job unless its policy is explicit.
+	Explicit bool
 }
 
 // Restart policies, normalised from the spec's restart table.
@@ -154,10 +158,11 @@ const (
 
 // VolumeMount is one entry of a service's volumes.
 type VolumeMount struct {
-	Kind     string // VolumeNamed, VolumeAnonymous or VolumeHost
-	Source   string // the volume name (named), "" (anonymous), or the absolute host path (host)
+	Kind     string // VolumeNamed, VolumeAnonymous, VolumeHost or VolumeTmpfs
+	Source   string // the volume name (named), "" (anonymous, tmpfs), or the absolute host path (host)
 	Target   string // absolute path in the container
 	ReadOnly bool
+	Size     string // tmpfs only: the size limit as a Kubernetes quantity; "" when unset
 	Pos      Position
 }
 
@@ -166,6 +171,7 @@ const (
 	VolumeNamed     = "named"
 	VolumeAnonymous = "anonymous"
 	VolumeHost      = "host"
+	VolumeTmpfs     = "tmpfs" // memory-backed, lives as long as the pod (long syntax type: tmpfs, or tmpfs:)
 )
 
 // Volume is a top-level volume (A3).

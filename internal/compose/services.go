@@ -69,7 +69,9 @@ func (l *loader) service(e yamlsrc.Entry, field string, p *Project) *Service {
 				s.StopGracePeriod = &d
 			}
 		case "volumes":
-			s.Volumes = l.serviceVolumes(f.Val, ff, p)
+			s.Volumes = append(s.Volumes, l.serviceVolumes(f.Val, ff, p)...)
+		case "tmpfs":
+			s.Volumes = append(s.Volumes, l.tmpfs(f.Val, ff)...)
 		case "x-node-selector":
 			s.NodeSelector = l.StringMap(f.Val, ff)
 		default:

@@ -134,6 +134,9 @@ func (l *loader) shortVolume(s string, n *yaml.Node, field string) (VolumeMount,
 				case "ro":
 					m.ReadOnly = true
 				case "rw", "":
+				case "cached", "delegated", "consistent", "z", "Z", "nocopy":
+					// Docker Desktop's file-sharing hints and SELinux relabelling: nothing to
+					// do on a cluster, and Compose accepts them, so they are accepted here.
 				default:
 					l.Warnf("%s: %s: volume option %q ignored", l.Pos(n), field, opt)
 				}
@@ -149,12 +152,17 @@ func (l *loader) shortVolume(s string, n *yaml.Node, field string) (VolumeMount,
 // setSource decides between a named volume and a host path, the way Compose does: a source
 // that starts with '.', '/' or '~' is a path.
 func (l *loader) setSource(m *VolumeMount, src string) {
-	if src == "." || strings.HasPrefix(src, "./") || strings.HasPrefix(src, "../") ||
-		strings.HasPrefix(src, "/") || src == "~" || strings.HasPrefix(src, "~/") || src == ".." {
+	if isHostPath(src) {
 		m.Kind, m.Source = VolumeHost, l.absPath(src)
 		return
 	}
 	m.Kind, m.Source = VolumeNamed, src
+}
+
+// isHostPath is Compose's rule for the source of a short volume: a path when it starts with
+// '.', '/' or '~' (".psqlrc", ".:/app", "../x", "~/x", "/abs"), a volume name otherwise.
+func isHostPath(src string) bool {
+	return strings.HasPrefix(src, ".") || strings.HasPrefix(src, "/") || strings.HasPrefix(src, "~")
 }
 
 func (l *loader) checkMount(m VolumeMount, n *yaml.Node, field string) bool {
@@ -184,6 +192,36 @@ func (l *loader) longVolume(n *yaml.Node, field string) (VolumeMount, bool) {
 			m.Target, _ = l.Str(e.Val, f)
 		case "read_only":
 			m.ReadOnly, _ = l.Bool(e.Val, f)
+		case "consistency":
+			// Docker Desktop's file-sharing hint: nothing to do on a cluster.
+		case "bind", "volume":
+			// create_host_path, propagation, selinux, nocopy, subpath: Docker-host details.
+			opts, _ := l.Mapping(e.Val, f)
+			for _, o := range opts {
+				switch o.Key {
+				case "create_host_path", "propagation", "selinux", "nocopy":
+				default:
+					l.Ignore(o.KeyNode, yamlsrc.Join(f, o.Key))
+				}
+			}
+		case "tmpfs":
+			opts, _ := l.Mapping(e.Val, f)
+			for _, o := range opts {
+				of := yamlsrc.Join(f, o.Key)
+				switch o.Key {
+				case "size":
+					if s, ok := l.Str(o.Val, of); ok && s != "" {
+						q, err := sizeQuantity(s)
+						if err != nil {
+							l.Errorf(o.Val, of, "expected a size such as 64Mi or 100m, found %q", s)
+						}
+						m.Size = q
+					}
+				case "mode":
+				default:
+					l.Ignore(o.KeyNode, of)
+				}
+			}
 		default:
 			if !strings.HasPrefix(e.Key, "x-") {
 				l.Ignore(e.KeyNode, f)
@@ -203,11 +241,13 @@ func (l *loader) longVolume(n *yaml.Node, field string) (VolumeMount, bool) {
 			return m, false
 		}
 		m.Kind, m.Source = VolumeHost, l.absPath(src)
+	case "tmpfs":
+		m.Kind = VolumeTmpfs
 	case "":
-		l.Errorf(n, field, "type is required (volume or bind)")
+		l.Errorf(n, field, "type is required (volume, bind or tmpfs)")
 		return m, false
 	default:
-		l.Errorf(n, yamlsrc.Join(field, "type"), "expected volume or bind, found %q (other mount types are not supported)", typ)
+		l.Errorf(n, yamlsrc.Join(field, "type"), "expected volume, bind or tmpfs, found %q (other mount types are not supported)", typ)
 		return m, false
 	}
 	return m, l.checkMount(m, n, field)
@@ -222,4 +262,38 @@ func volumeNames(p *Project) string {
 		names[i] = v.Name
 	}
 	return strings.Join(names, ", ")
+}
+
+// tmpfs reads the service's tmpfs field: a path or a list of paths, each with optional
+// options after a colon ("/run:size=64m,mode=1777"); size is kept, the rest has no meaning
+// in a cluster.
+func (l *loader) tmpfs(n *yaml.Node, field string) []VolumeMount {
+	vals, isString, ok := l.StrOrList(n, field)
+	if !ok {
+		return nil
+	}
+	d := yamlsrc.Deref(n)
+	var out []VolumeMount
+	for i, v := range vals {
+		item, f := d, field
+		if !isString {
+			item, f = d.Content[i], yamlsrc.Index(field, i)
+		}
+		target, opts, _ := strings.Cut(v, ":")
+		m := VolumeMount{Kind: VolumeTmpfs, Target: target, Pos: l.Pos(yamlsrc.Deref(item))}
+		for _, o := range strings.Split(opts, ",") {
+			if size, ok := strings.CutPrefix(o, "size="); ok {
+				q, err := sizeQuantity(size)
+				if err != nil {
+					l.Errorf(item, f, "expected a size such as 64m or 64Mi, found %q", size)
+					continue
+				}
+				m.Size = q
+			}
+		}
+		if l.checkMount(m, item, f) {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -55,11 +55,11 @@ func TestErrors(t *testing.T) {
 			svc("b", func(s *compose.Service) { s.DependsOn = []compose.Dependency{{Service: "c", Pos: pos(4)}} }),
 			svc("c", func(s *compose.Service) { s.DependsOn = []compose.Dependency{{Service: "a", Pos: pos(5)}} }),
 		}}, nil, []string{"cycle: a -> b -> c -> a"}},
-		{"completed on a Deployment", &compose.Project{Services: []*compose.Service{
+		{"completed on an explicit restart always", &compose.Project{Services: []*compose.Service{
 			svc("web", func(s *compose.Service) {
 				s.DependsOn = []compose.Dependency{{Service: "db", Condition: compose.ConditionCompleted, Pos: pos(11)}}
 			}),
-			svc("db", nil),
+			svc("db", func(s *compose.Service) { s.Restart = compose.Restart{Policy: compose.RestartAlways, Explicit: true} }),
 		}}, nil, []string{"compose.yml:11:3", "never completes"}},
 		{"unknown condition", &compose.Project{Services: []*compose.Service{
 			svc("web", func(s *compose.Service) {

@@ -42,9 +42,7 @@ func Translate(p *compose.Project, opts Options) (*Result, error) {
 		return nil, err
 	}
 	t.order = order
-	for _, s := range order {
-		t.kinds[s.Name] = kindOf(s)
-	}
+	t.assignKinds()
 	if err := t.validateDependencies(); err != nil {
 		return nil, err
 	}
@@ -168,6 +166,30 @@ func (t *translator) validateDependencies() error {
 		}
 	}
 	return nil
+}
+
+// assignKinds picks each service's workload kind (kindOf). A service others wait on with
+// service_completed_successfully and no restart policy of its own runs to completion in Docker
+// Compose (its default restart is "no"), so it becomes a Job, with a warning; with an explicit
+// restart: always it stays what it is and validateDependencies refuses the wait.
+func (t *translator) assignKinds() {
+	waited := map[string][]string{} // service -> services waiting for it to complete
+	for _, s := range t.order {
+		for _, d := range s.DependsOn {
+			if d.Condition == compose.ConditionCompleted {
+				waited[d.Service] = append(waited[d.Service], s.Name)
+			}
+		}
+	}
+	for _, s := range t.order {
+		k := kindOf(s)
+		if k != KindJob && len(waited[s.Name]) > 0 && !s.Restart.Explicit {
+			t.warnf("service %q runs as a Job (it runs once to completion, as in Docker Compose): %s wait for it with service_completed_successfully and it sets no restart policy",
+				s.Name, strings.Join(waited[s.Name], ", "))
+			k = KindJob
+		}
+		t.kinds[s.Name] = k
+	}
 }
 
 // dependencies converts depends_on entries; an empty condition is the spec's default, started.

@@ -103,10 +103,33 @@ func (t *translator) planVolumes() (*volumePlan, error) {
 				volName = anonymousName(target, names)
 				names[volName] = true
 				if t.kinds[s.Name] == KindJob {
-					pv.volumes = append(pv.volumes, corev1.Volume{Name: volName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+					// A Job has no claim templates: its own claim, named after the service and
+					// the mount, like the one a StatefulSet's template would make.
+					claim := t.claimTemplate(s, volName)
+					claim.Name = jobClaimName(s.Name, volName)
+					claim.Namespace = t.opts.Namespace
+					plan.objects = append(plan.objects, &claim)
+					pv.volumes = append(pv.volumes, corev1.Volume{Name: volName, VolumeSource: corev1.VolumeSource{
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name},
+					}})
 				} else {
 					plan.claimTemplates[s.Name] = append(plan.claimTemplates[s.Name], t.claimTemplate(s, volName))
 				}
+			case compose.VolumeTmpfs:
+				volName = tmpfsName(target, names)
+				names[volName] = true
+				ed := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+				if m.Size != "" {
+					q, err := resource.ParseQuantity(m.Size)
+					if err != nil {
+						return nil, errorAt(m.Pos, "service %q: tmpfs size %q is not a quantity", s.Name, m.Size)
+					}
+					ed.SizeLimit = &q
+				}
+				pv.volumes = append(pv.volumes, corev1.Volume{Name: volName, VolumeSource: corev1.VolumeSource{EmptyDir: ed}})
+				// Docker's tmpfs starts empty (it hides the image's files): never seeded.
+				pv.mounts = append(pv.mounts, corev1.VolumeMount{Name: volName, MountPath: target, ReadOnly: m.ReadOnly})
+				continue
 			default:
 				return nil, errorAt(m.Pos, "service %q: unknown volume kind %q", s.Name, m.Kind)
 			}
@@ -182,6 +205,21 @@ func claimSpec(size resource.Quantity) corev1.PersistentVolumeClaimSpec {
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 	}
+}
+
+// jobClaimName names the claim of a Job's anonymous volume: "<service>-<volume>", cut to a
+// DNS label.
+func jobClaimName(service, vol string) string {
+	name := service + "-" + vol
+	if len(name) > 63 {
+		name = strings.TrimRight(name[:63], "-")
+	}
+	return name
+}
+
+// tmpfsName names a tmpfs mount's emptyDir after its path, like anonymousName.
+func tmpfsName(target string, taken map[string]bool) string {
+	return "tmpfs" + strings.TrimPrefix(anonymousName(target, taken), "anon")
 }
 
 var notLabelChars = regexp.MustCompile(`[^a-z0-9]+`)
