@@ -69,3 +69,56 @@ func TestTmpfsField(t *testing.T) {
 		t.Errorf("got %+v", got)
 	}
 }
+
+// TestEmptyValuesFromUnsetVariables: where Compose tolerates an empty value (an unset variable
+// with an empty default), so does the loader; where Compose refuses it, the error stays.
+func TestEmptyValuesFromUnsetVariables(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		field string
+		check func(t *testing.T, s *Service)
+		err   string
+	}{
+		{name: "restart empty is the default", field: "restart: ${RESTART:-}", check: func(t *testing.T, s *Service) {
+			if s.Restart != (Restart{Policy: RestartAlways}) {
+				t.Errorf("restart = %+v", s.Restart)
+			}
+		}},
+		{name: "restart_policy condition empty", field: "deploy: {restart_policy: {condition: \"${C:-}\"}}", check: func(t *testing.T, s *Service) {
+			if s.Restart.Explicit {
+				t.Errorf("restart = %+v", s.Restart)
+			}
+		}},
+		{name: "port with empty host part", field: "ports: [\":8000\"]", check: func(t *testing.T, s *Service) {
+			if len(s.Ports) != 1 || s.Ports[0] != (Port{ContainerPort: 8000, Protocol: "TCP"}) {
+				t.Errorf("ports = %+v", s.Ports)
+			}
+		}},
+		{name: "host port variable unset", field: "ports: [\"${HOST_PORT}:8000\"]", check: func(t *testing.T, s *Service) {
+			if len(s.Ports) != 1 || s.Ports[0].HostPort != 0 || s.Ports[0].ContainerPort != 8000 {
+				t.Errorf("ports = %+v", s.Ports)
+			}
+		}},
+		{name: "healthcheck retries empty", field: "healthcheck: {test: [CMD, true], retries: \"${X:-}\"}", check: func(t *testing.T, s *Service) {
+			if s.Healthcheck == nil || s.Healthcheck.Retries != 0 {
+				t.Errorf("healthcheck = %+v", s.Healthcheck)
+			}
+		}},
+		{name: "container port empty is refused", field: "ports: [\"8000:${CP:-}\"]", err: "compose.yml:4:13: services.web.ports[0]: invalid port"},
+		{name: "scale empty is refused", field: "scale: ${N:-}", err: "compose.yml:4:12: services.web.scale: expected an integer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := loadYAML(t, "services:\n  web:\n    image: x\n    "+tc.field+"\n", nil, nil)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, p.Service("web"))
+		})
+	}
+}

@@ -42,6 +42,10 @@ func (l *loader) healthcheck(n *yaml.Node, field string) *Healthcheck {
 		case "start_period":
 			h.StartPeriod, _ = l.duration(e.Val, f, false)
 		case "retries":
+			if d := yamlsrc.Deref(e.Val); d != nil && d.Kind == yaml.ScalarNode && d.Tag != "!!null" && strings.TrimSpace(d.Value) == "" {
+				// retries: ${X:-} with X unset: Compose reads it as unset.
+				continue
+			}
 			if v, ok := l.Int(e.Val, f); ok {
 				if v < 0 {
 					l.Errorf(e.Val, f, "expected zero or more retries, found %d", v)

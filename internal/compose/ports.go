@@ -97,9 +97,8 @@ func parsePort(s string) (ports []Port, hostIP string, err error) {
 		return nil, "", bad("container port " + err.Error())
 	}
 	if hostPart == "" {
-		if len(parts) > 1 && hostIP == "" {
-			return nil, "", bad("empty host port")
-		}
+		// ":8000", or "${HOST_PORT}:8000" with the variable unset: Compose reads a port with no
+		// host part, reachable only inside the cluster.
 		for p := cFrom; p <= cTo; p++ {
 			ports = append(ports, Port{ContainerPort: p, Protocol: protocol})
 		}

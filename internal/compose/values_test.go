@@ -62,6 +62,7 @@ func TestParsePort(t *testing.T) {
 		{"80:8080/TCP", []Port{{ContainerPort: 8080, HostPort: 80, Protocol: "TCP"}}, ""},
 		{"127.0.0.1:80:8080", []Port{{ContainerPort: 8080, HostPort: 80, Protocol: "TCP"}}, "127.0.0.1"},
 		{"[::1]:80:8080", []Port{{ContainerPort: 8080, HostPort: 80, Protocol: "TCP"}}, "::1"},
+		{":8080", []Port{{ContainerPort: 8080, Protocol: "TCP"}}, ""},
 		{"127.0.0.1::8080", []Port{{ContainerPort: 8080, Protocol: "TCP"}}, "127.0.0.1"},
 		{"3000-3002", []Port{{ContainerPort: 3000, Protocol: "TCP"}, {ContainerPort: 3001, Protocol: "TCP"}, {ContainerPort: 3002, Protocol: "TCP"}}, ""},
 		{"8000-8001:3000-3001", []Port{{ContainerPort: 3000, HostPort: 8000, Protocol: "TCP"}, {ContainerPort: 3001, HostPort: 8001, Protocol: "TCP"}}, ""},
@@ -73,7 +74,7 @@ func TestParsePort(t *testing.T) {
 			t.Errorf("parsePort(%q) = %+v, %q, %v; want %+v, %q", tt.in, got, ip, err, tt.want, tt.hostIP)
 		}
 	}
-	for _, in := range []string{"", "0", "65536", "http", ":80", "80:", "1:2:3:4", "3005-3000", "1-2000", "80/sctp", "[::1:80:80", "a:80"} {
+	for _, in := range []string{"", "0", "65536", "http", "80:", "1:2:3:4", "3005-3000", "1-2000", "80/sctp", "[::1:80:80", "a:80"} {
 		if got, _, err := parsePort(in); err == nil {
 			t.Errorf("parsePort(%q) = %+v, want an error", in, got)
 		}
