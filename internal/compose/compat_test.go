@@ -122,3 +122,74 @@ func TestEmptyValuesFromUnsetVariables(t *testing.T) {
 		})
 	}
 }
+
+func TestNamesConvertedForKubernetes(t *testing.T) {
+	p, err := loadYAML(t, `services:
+  Web:
+    image: x
+    depends_on: [plausible_db]
+    volumes: [db_data:/data]
+  plausible_db:
+    image: postgres
+volumes:
+  db_data: {}
+endpoints:
+  - {path: /, service: Web, port: 80}
+`, nil, nil)
+	if err != nil {
+		// Web has no port 80: the route check must still use the written name.
+		if !strings.Contains(err.Error(), `service "Web" does not expose port 80`) {
+			t.Fatal(err)
+		}
+	}
+	p, err = loadYAML(t, `services:
+  Web:
+    image: x
+    ports: ["80"]
+    depends_on: [plausible_db]
+    volumes: [db_data:/data]
+  plausible_db:
+    image: postgres
+volumes:
+  db_data: {}
+endpoints:
+  - {path: /, service: Web, port: 80}
+`, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := p.Service("web")
+	if web == nil || p.Service("plausible-db") == nil || p.Volume("db-data") == nil {
+		t.Fatalf("names not converted: %+v", p.Services)
+	}
+	if web.DependsOn[0].Service != "plausible-db" || web.Volumes[0].Source != "db-data" || p.Endpoints[0].Rules[0].Service != "web" {
+		t.Errorf("references not converted: %+v %+v %+v", web.DependsOn, web.Volumes, p.Endpoints[0].Rules)
+	}
+	var warn string
+	for _, w := range p.Warnings {
+		if strings.HasPrefix(w, "names converted") {
+			if warn != "" {
+				t.Errorf("more than one warning: %q", p.Warnings)
+			}
+			warn = w
+		}
+	}
+	for _, want := range []string{`service "Web" is "web" (`, `service "plausible_db" is "plausible-db"`, `volume "db_data" is "db-data"`, "new host name (web, plausible-db)"} {
+		if !strings.Contains(warn, want) {
+			t.Errorf("warning %q does not contain %q", warn, want)
+		}
+	}
+}
+
+func TestConvertedNamesCollide(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"services:\n  db_data: {image: x}\n  db-data: {image: y}\n", `service names "db_data" and "db-data" both become "db-data"`},
+		{"services:\n  Web: {image: x}\n  web: {image: y}\n", `compose.yml:3:3: services.web: service names "Web" and "web" both become "web"`},
+		{"services:\n  w: {image: x}\nvolumes:\n  A_b: {}\n  a_B: {}\n", `volume names "A_b" and "a_B" both become "a-b"`},
+	} {
+		_, err := loadYAML(t, tc.src, nil, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want %q", err, tc.want)
+		}
+	}
+}

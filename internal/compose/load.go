@@ -67,6 +67,8 @@ type loader struct {
 
 	// optionalDeps holds depends_on entries with required: false, by field then service.
 	optionalDeps map[string]map[string]bool
+	// renames are the service and volume names converted for Kubernetes (see kubeName).
+	renames []rename
 }
 
 // Load reads, interpolates and validates a Compose file. On invalid input it returns an

@@ -53,6 +53,121 @@ func (l *loader) project(doc *yaml.Node, p *Project) {
 	if endpoints != nil {
 		p.Endpoints = ReadEndpoints(l.Reader, endpoints.Val, "endpoints", p)
 	}
+	l.applyRenames(p)
+}
+
+// rename is a name written in the file that Kubernetes refuses, and the name it becomes.
+type rename struct {
+	what, from, to string
+	node           *yaml.Node
+	field          string
+}
+
+// kubeName checks a service or volume name. A name Kubernetes refuses only for its case or
+// its '_' ("db_data", "Web") is converted (lower-case, '_' -> '-'); the conversion is applied
+// once the whole file is read (applyRenames), so references in the file keep using the name
+// as written. Any other invalid name is an error.
+func (l *loader) kubeName(n *yaml.Node, field, what, name string) {
+	if len(validation.IsDNS1123Label(name)) == 0 {
+		return
+	}
+	to := kubeNameFor(name)
+	if len(validation.IsDNS1123Label(to)) > 0 {
+		checkName(l.Reader, n, field, what, name)
+		return
+	}
+	l.renames = append(l.renames, rename{what: what, from: name, to: to, node: n, field: field})
+}
+
+// kubeNameFor is Compose name -> Kubernetes name: lower-case, '_' -> '-'.
+func kubeNameFor(name string) string {
+	return strings.ReplaceAll(strings.ToLower(name), "_", "-")
+}
+
+// applyRenames gives converted names to services and volumes and to everything that refers to
+// them (depends_on, volume mounts, endpoint routes), with one warning naming each original and
+// new name. Two names that end up the same are an error naming both.
+func (l *loader) applyRenames(p *Project) {
+	if len(l.renames) == 0 {
+		return
+	}
+	services, volumes := map[string]string{}, map[string]string{}
+	final := func(what, name string) string {
+		m := services
+		if what == "volume" {
+			m = volumes
+		}
+		if to, ok := m[name]; ok {
+			return to
+		}
+		return name
+	}
+	for _, r := range l.renames {
+		if r.what == "service" {
+			services[r.from] = r.to
+		} else {
+			volumes[r.from] = r.to
+		}
+	}
+	// Collisions: a converted name equal to another name (converted or not) of the same kind.
+	check := func(what string, names []string, posOf func(string) Position) bool {
+		seen := map[string]string{}
+		ok := true
+		for _, n := range names {
+			to := final(what, n)
+			if other, dup := seen[to]; dup {
+				l.Errs = append(l.Errs, &Error{Pos: posOf(n), Field: what + "s." + n,
+					Msg: fmt.Sprintf("%s names %q and %q both become %q in Kubernetes (lower-case, '_' as '-'); rename one of them", what, other, n, to)})
+				ok = false
+				continue
+			}
+			seen[to] = n
+		}
+		return ok
+	}
+	var sNames, vNames []string
+	for _, s := range p.Services {
+		sNames = append(sNames, s.Name)
+	}
+	for _, v := range p.Volumes {
+		vNames = append(vNames, v.Name)
+	}
+	okS := check("service", sNames, func(n string) Position { return p.Service(n).Pos })
+	okV := check("volume", vNames, func(n string) Position { return p.Volume(n).Pos })
+	if !okS || !okV {
+		return
+	}
+	var parts, hosts []string
+	for _, r := range l.renames {
+		parts = append(parts, fmt.Sprintf("%s %q is %q (%s)", r.what, r.from, r.to, l.Pos(r.node)))
+		if r.what == "service" {
+			hosts = append(hosts, r.to)
+		}
+	}
+	msg := "names converted for Kubernetes (lower-case, '_' as '-'): " + strings.Join(parts, ", ")
+	if len(hosts) > 0 {
+		msg += "; other services must reach a renamed service by its new host name (" + strings.Join(hosts, ", ") + ")"
+	}
+	l.Warnf("%s", msg)
+	for _, s := range p.Services {
+		s.Name = final("service", s.Name)
+		for i := range s.DependsOn {
+			s.DependsOn[i].Service = final("service", s.DependsOn[i].Service)
+		}
+		for i := range s.Volumes {
+			if s.Volumes[i].Kind == VolumeNamed {
+				s.Volumes[i].Source = final("volume", s.Volumes[i].Source)
+			}
+		}
+	}
+	for _, v := range p.Volumes {
+		v.Name = final("volume", v.Name)
+	}
+	for _, ep := range p.Endpoints {
+		for i := range ep.Rules {
+			ep.Rules[i].Service = final("service", ep.Rules[i].Service)
+		}
+	}
 }
 
 // checkName reports a name that Kubernetes would refuse as an object name.

@@ -12,7 +12,7 @@ func (l *loader) services(n *yaml.Node, p *Project) {
 	es, _ := l.Mapping(n, "services")
 	for _, e := range es {
 		field := yamlsrc.Join("services", e.Key)
-		checkName(l.Reader, e.KeyNode, field, "service", e.Key)
+		l.kubeName(e.KeyNode, field, "service", e.Key)
 		p.Services = append(p.Services, l.service(e, field, p))
 	}
 }

@@ -19,7 +19,7 @@ func (l *loader) volumes(n *yaml.Node, p *Project) {
 	es, _ := l.Mapping(n, "volumes")
 	for _, e := range es {
 		field := yamlsrc.Join("volumes", e.Key)
-		checkName(l.Reader, e.KeyNode, field, "volume", e.Key)
+		l.kubeName(e.KeyNode, field, "volume", e.Key)
 		v := &Volume{Name: e.Key, Size: DefaultVolumeSize, Pos: l.Pos(e.KeyNode)}
 		fields, _ := l.Mapping(e.Val, field)
 		for _, f := range fields {
