@@ -193,3 +193,50 @@ func TestConvertedNamesCollide(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldWarningsAndErrors: the fields beyond the spec's table, where they warn or fail.
+func TestFieldWarningsAndErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, service string
+		top           string
+		warn, err     string
+	}{
+		{name: "user name", service: "user: postgres", warn: `user "postgres" is not a numeric id`},
+		{name: "restart word in restart_policy", service: "deploy: {restart_policy: {condition: always}}", warn: `"always" is a word of restart, not of restart_policy.condition`},
+		{name: "restart_policy unless-stopped", service: "deploy: {restart_policy: {condition: unless-stopped}}", warn: "read as always"},
+		{name: "both probe kinds off", service: "healthcheck: {test: [CMD, true], x-devtool-readiness: false, x-devtool-liveness: false}",
+			err: "compose.yml:4:18: services.web.healthcheck: x-devtool-readiness and x-devtool-liveness are both false"},
+		{name: "expose with a host port", service: "expose: [\"80:80\"]", err: "services.web.expose[0]: expected a container port"},
+		{name: "cpus disagrees with deploy.resources", service: "cpus: 2\n    deploy: {resources: {limits: {cpus: '1'}}}", err: "cpus is 2 but resources say 1"},
+		{name: "endpoint_mode unknown", service: "deploy: {endpoint_mode: rr}", err: `expected vip or dnsrr, found "rr"`},
+		{name: "undefined secret", service: "secrets: [nope]", err: `services.web.secrets[0]: secret "nope" is not defined in the top-level secrets`},
+		{name: "secret file missing", service: "secrets: [s]", top: "secrets:\n  s: {file: ./missing}\n", err: "compose.yml:6:13: secrets.s.file: cannot read"},
+		{name: "secret variable unset", service: "secrets: [s]", top: "secrets:\n  s: {environment: NOPE}\n", err: "secrets.s.environment: variable NOPE is not set"},
+		{name: "secret with two sources", service: "secrets: [s]", top: "secrets:\n  s: {environment: A, file: ./x}\n", err: "set exactly one of file, environment"},
+		{name: "config target relative", service: "configs: [{source: c, target: etc/x}]", top: "configs:\n  c: {content: x}\n", err: "the target must be an absolute path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := loadYAML(t, "services:\n  web:\n    image: x\n    "+tc.service+"\n"+tc.top, map[string]string{"A": "a"}, nil)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(p.Warnings, "\n"), tc.warn) {
+				t.Errorf("warnings %q do not contain %q", p.Warnings, tc.warn)
+			}
+		})
+	}
+}
+
+func TestSecretContentNeverInErrors(t *testing.T) {
+	_, err := loadYAML(t, "services:\n  web:\n    image: x\n    secrets: [s]\nsecrets:\n  s: {file: ./big}\n", nil,
+		map[string]string{"big": "TOPSECRET" + strings.Repeat("x", MaxSecretSize)})
+	if err == nil || strings.Contains(err.Error(), "TOPSECRET") || !strings.Contains(err.Error(), "1 MiB") {
+		t.Errorf("err = %v", err)
+	}
+}

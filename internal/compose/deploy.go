@@ -66,6 +66,26 @@ func (l *loader) unifyDeploy(s *Service, field string, scale, resources, deploy,
 			} else {
 				s.Resources = r
 			}
+		case "labels":
+			// Swarm's service labels: annotations, like the service's own labels.
+			for k, v := range l.StringMap(e.Val, f) {
+				if s.Labels == nil {
+					s.Labels = map[string]string{}
+				}
+				if old, ok := s.Labels[k]; ok && old != v {
+					l.Errorf(e.Val, f, "label %q is %q in labels and %q in deploy.labels; set one of them", k, old, v)
+					continue
+				}
+				s.Labels[k] = v
+			}
+		case "endpoint_mode":
+			switch m, _ := l.Str(e.Val, f); m {
+			case "dnsrr":
+				s.Headless = true
+			case "vip", "":
+			default:
+				l.Errorf(e.Val, f, "expected vip or dnsrr, found %q", m)
+			}
 		case "restart_policy":
 			r, ok := l.restartPolicy(e.Val, f)
 			if ok && !r.Explicit {
@@ -88,25 +108,55 @@ func (l *loader) unifyDeploy(s *Service, field string, scale, resources, deploy,
 func (l *loader) resources(n *yaml.Node, field, requestsKey, cpuKey string) Resources {
 	var r Resources
 	es, _ := l.Mapping(n, field)
+	short := requestsKey == "requests" // the service's resources field, not deploy.resources
+	var shortList []yamlsrc.Entry
 	for _, e := range es {
 		f := yamlsrc.Join(field, e.Key)
-		switch e.Key {
-		case requestsKey:
-			r.Requests = l.resourceList(e.Val, f, cpuKey)
-		case "limits":
-			r.Limits = l.resourceList(e.Val, f, cpuKey)
+		switch {
+		case e.Key == requestsKey:
+			r.Requests = l.resourceList(e.Val, f, cpuKey, short)
+		case e.Key == "limits":
+			r.Limits = l.resourceList(e.Val, f, cpuKey, false)
+		case short && (e.Key == "cpu" || e.Key == "memory" || e.Key == "storage"):
+			shortList = append(shortList, e)
 		default:
 			l.Ignore(e.KeyNode, f)
+		}
+	}
+	// The short form resources: {cpu, memory, storage} is what the service asks for:
+	// requests (a limit would kill the container at the first spike).
+	if len(shortList) > 0 {
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		for _, e := range shortList {
+			m.Content = append(m.Content, e.KeyNode, e.Val)
+		}
+		req := l.resourceList(m, field, cpuKey, true)
+		for _, pair := range []struct {
+			dst *string
+			v   string
+		}{{&r.Requests.CPU, req.CPU}, {&r.Requests.Memory, req.Memory}, {&r.Requests.Storage, req.Storage}} {
+			if pair.v == "" {
+				continue
+			}
+			if *pair.dst != "" && *pair.dst != pair.v {
+				l.Errorf(n, field, "the short form and requests both set a value and differ; set one of them")
+				continue
+			}
+			*pair.dst = pair.v
 		}
 	}
 	return r
 }
 
-func (l *loader) resourceList(n *yaml.Node, field, cpuKey string) ResourceList {
+func (l *loader) resourceList(n *yaml.Node, field, cpuKey string, storage bool) ResourceList {
 	var r ResourceList
 	es, _ := l.Mapping(n, field)
 	for _, e := range es {
 		f := yamlsrc.Join(field, e.Key)
+		if storage && e.Key == "storage" {
+			r.Storage = l.storage(e.Val, f)
+			continue
+		}
 		switch e.Key {
 		case cpuKey:
 			if s, ok := l.Str(e.Val, f); ok {

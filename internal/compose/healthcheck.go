@@ -65,6 +65,10 @@ func (l *loader) healthcheck(n *yaml.Node, field string) *Healthcheck {
 	if disabled {
 		return nil
 	}
+	if !h.Readiness && !h.Liveness && (h.Exec != nil || h.HTTP != nil) {
+		l.Errorf(n, field, "x-devtool-readiness and x-devtool-liveness are both false, so the check would make no probe; remove the healthcheck, set disable: true, or turn one of them on")
+		return nil
+	}
 	if h.Exec != nil && h.HTTP != nil {
 		l.Errorf(httpNode, field, "set either test or http, not both")
 		return nil

@@ -69,6 +69,9 @@ type loader struct {
 	optionalDeps map[string]map[string]bool
 	// renames are the service and volume names converted for Kubernetes (see kubeName).
 	renames []rename
+	// failedObjects are the top-level secrets and configs ("secret/name") whose definition
+	// has an error, so services using them are not reported again.
+	failedObjects map[string]bool
 }
 
 // Load reads, interpolates and validates a Compose file. On invalid input it returns an

@@ -164,8 +164,7 @@ services:
       placement: {constraints: []}
 networks:
   front: {}
-secrets:
-  s: {file: ./s}
+x-later: {}
 `)
 	if p.Name != "shop" {
 		t.Errorf("name = %q", p.Name)
@@ -179,7 +178,7 @@ secrets:
 			version = w
 		}
 	}
-	want := "ignored fields not supported by devtool: services.web.networks (%[1]s:6:5), services.web.container_name (%[1]s:7:5), services.web.deploy.placement (%[1]s:9:7), networks (%[1]s:10:1), secrets (%[1]s:12:1)"
+	want := "ignored fields not supported by devtool: services.web.networks (%[1]s:6:5), services.web.container_name (%[1]s:7:5), services.web.deploy.placement (%[1]s:9:7), networks (%[1]s:10:1)"
 	if file := p.File; grouped != strings.ReplaceAll(want, "%[1]s", file) {
 		t.Errorf("grouped warning:\n got %s\nwant %s", grouped, strings.ReplaceAll(want, "%[1]s", file))
 	}

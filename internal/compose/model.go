@@ -20,6 +20,9 @@ type Project struct {
 	Volumes []*Volume
 	// Endpoints from the top-level endpoints key, in all three notations unified.
 	Endpoints []*Endpoint
+	// Secrets and Configs are the top-level secrets and configs, in file order, with their
+	// content read by the loader (translation is pure). Secret content never goes in messages.
+	Secrets, Configs []*FileObject
 	// Warnings: fields outside the spec (named), and other things that did not stop loading.
 	Warnings []string
 }
@@ -76,6 +79,27 @@ type Service struct {
 	StopGracePeriod *time.Duration // nil when unset
 	Volumes         []VolumeMount
 	NodeSelector    map[string]string // x-node-selector
+
+	// Annotations are the service's annotations field (with deploy.labels in Labels); both
+	// become annotations of the workload and its pods.
+	Annotations map[string]string
+	// RunAsUser and RunAsGroup come from user ("1000" or "1000:1000"); nil when unset or when
+	// user names an account (a warning says so: Kubernetes needs numeric ids).
+	RunAsUser, RunAsGroup *int64
+	// Headless is deploy.endpoint_mode: dnsrr: the Service has no cluster IP and its name
+	// resolves to the pods' addresses.
+	Headless bool
+	// Secrets and Configs are the top-level secrets and configs the service mounts.
+	Secrets, Configs []FileMount
+}
+
+// FileMount is one entry of a service's secrets or configs: the top-level object named Source
+// mounted as a file at Target (absolute).
+type FileMount struct {
+	Source string
+	Target string
+	Mode   *int32 // file mode; nil: Kubernetes' default (0644)
+	Pos    Position
 }
 
 // Build is the build section of a service.
@@ -134,9 +158,11 @@ type Resources struct {
 	Requests, Limits ResourceList
 }
 
-// ResourceList is cpu and memory.
+// ResourceList is cpu and memory, and for requests the storage of the service's anonymous
+// volumes (resources.storage, resources.requests.storage).
 type ResourceList struct {
 	CPU, Memory string
+	Storage     string // size of each anonymous volume's claim; "" for the default
 }
 
 // Restart is the normalised restart policy.
@@ -178,9 +204,11 @@ const (
 type Volume struct {
 	Name   string
 	Labels map[string]string
-	Class  string // driver_opts.class; empty: the cluster's default
-	Size   string // driver_opts.size; default "1Gi"
-	Pos    Position
+	// Annotations is the volume's annotations field; with Labels, the claim's annotations.
+	Annotations map[string]string
+	Class       string // driver_opts.class; empty: the cluster's default
+	Size        string // driver_opts.size; default "1Gi"
+	Pos         Position
 }
 
 // Endpoint is one public URL with its routes. The list notation gives one Endpoint with an
@@ -199,4 +227,32 @@ type Route struct {
 	Service string
 	Port    int32
 	Pos     Position
+}
+
+// FileObject is a top-level secret or config: its content comes from a file (file:), a
+// variable (environment:) or, for a config, the file itself (content:).
+type FileObject struct {
+	Name string
+	// File is the absolute path of a file: source; "" otherwise.
+	File string
+	// Environment names the variable of an environment: source; "" otherwise.
+	Environment string
+	// Data is the content.
+	Data []byte
+	Pos  Position
+}
+
+// Secret looks a top-level secret up by name.
+func (p *Project) Secret(name string) *FileObject { return findObject(p.Secrets, name) }
+
+// Config looks a top-level config up by name.
+func (p *Project) Config(name string) *FileObject { return findObject(p.Configs, name) }
+
+func findObject(list []*FileObject, name string) *FileObject {
+	for _, o := range list {
+		if o.Name == name {
+			return o
+		}
+	}
+	return nil
 }

@@ -23,7 +23,7 @@ func (l *loader) project(doc *yaml.Node, p *Project) {
 	if !ok {
 		return
 	}
-	var services, volumes, endpoints *yamlsrc.Entry
+	var services, volumes, endpoints, secrets, configs *yamlsrc.Entry
 	for i := range top {
 		e := &top[i]
 		switch {
@@ -33,6 +33,10 @@ func (l *loader) project(doc *yaml.Node, p *Project) {
 			volumes = e
 		case e.Key == "endpoints":
 			endpoints = e
+		case e.Key == "secrets":
+			secrets = e
+		case e.Key == "configs":
+			configs = e
 		case e.Key == "name":
 			p.Name, _ = l.Str(e.Val, "name")
 		case e.Key == "version":
@@ -45,6 +49,12 @@ func (l *loader) project(doc *yaml.Node, p *Project) {
 	}
 	if volumes != nil {
 		l.volumes(volumes.Val, p)
+	}
+	if secrets != nil {
+		p.Secrets = l.fileObjects(secrets.Val, "secret")
+	}
+	if configs != nil {
+		p.Configs = l.fileObjects(configs.Val, "config")
 	}
 	if services != nil {
 		l.services(services.Val, p)

@@ -26,6 +26,7 @@ func (l *loader) service(e yamlsrc.Entry, field string, p *Project) *Service {
 		return s
 	}
 	var envFiles, env, scale, resources, deploy, restart *yamlsrc.Entry
+	var short []*yamlsrc.Entry // cpus, cpu_count, mem_limit, mem_reservation
 	for i := range fields {
 		f := &fields[i]
 		ff := yamlsrc.Join(field, f.Key)
@@ -74,6 +75,18 @@ func (l *loader) service(e yamlsrc.Entry, field string, p *Project) *Service {
 			s.Volumes = append(s.Volumes, l.tmpfs(f.Val, ff)...)
 		case "x-node-selector":
 			s.NodeSelector = l.StringMap(f.Val, ff)
+		case "annotations":
+			s.Annotations = l.StringMap(f.Val, ff)
+		case "user":
+			l.user(f.Val, ff, s)
+		case "expose":
+			s.Ports = append(s.Ports, l.expose(f.Val, ff)...)
+		case "cpus", "cpu_count", "mem_limit", "mem_reservation":
+			short = append(short, f)
+		case "secrets":
+			s.Secrets = l.fileMounts(f.Val, ff, "secret", p)
+		case "configs":
+			s.Configs = l.fileMounts(f.Val, ff, "config", p)
 		default:
 			if !strings.HasPrefix(f.Key, "x-") {
 				l.Ignore(f.KeyNode, ff)
@@ -82,6 +95,7 @@ func (l *loader) service(e yamlsrc.Entry, field string, p *Project) *Service {
 	}
 	s.Environment = l.environment(envFiles, env, field)
 	l.unifyDeploy(s, field, scale, resources, deploy, restart)
+	l.shortResources(s, field, short)
 	if s.Image == "" && s.Build == nil {
 		l.Errorf(e.KeyNode, field, "image is required when build is not set")
 	}

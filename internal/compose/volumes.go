@@ -29,6 +29,12 @@ func (l *loader) volumes(n *yaml.Node, p *Project) {
 				v.Labels = l.StringMap(f.Val, ff)
 			case "driver_opts":
 				l.driverOpts(f.Val, ff, v)
+			case "annotations":
+				v.Annotations = l.StringMap(f.Val, ff)
+			case "size", "class":
+				// Okteto's short form of driver_opts.size and driver_opts.class.
+				m := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{f.KeyNode, f.Val}}
+				l.driverOpts(m, field, v)
 			default:
 				if !strings.HasPrefix(f.Key, "x-") {
 					l.Ignore(f.KeyNode, ff)

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/devtool/devtool/internal/compose"
 )
@@ -62,18 +63,29 @@ func env(m map[string]string) []corev1.EnvVar {
 	return out
 }
 
+// securityContext: capabilities, and user's numeric uid:gid as runAsUser/runAsGroup.
 func securityContext(s *compose.Service) *corev1.SecurityContext {
-	if len(s.CapAdd) == 0 && len(s.CapDrop) == 0 {
+	if len(s.CapAdd) == 0 && len(s.CapDrop) == 0 && s.RunAsUser == nil && s.RunAsGroup == nil {
 		return nil
 	}
-	caps := &corev1.Capabilities{}
-	for _, c := range s.CapAdd {
-		caps.Add = append(caps.Add, corev1.Capability(c))
+	sc := &corev1.SecurityContext{}
+	if len(s.CapAdd) > 0 || len(s.CapDrop) > 0 {
+		caps := &corev1.Capabilities{}
+		for _, c := range s.CapAdd {
+			caps.Add = append(caps.Add, corev1.Capability(c))
+		}
+		for _, c := range s.CapDrop {
+			caps.Drop = append(caps.Drop, corev1.Capability(c))
+		}
+		sc.Capabilities = caps
 	}
-	for _, c := range s.CapDrop {
-		caps.Drop = append(caps.Drop, corev1.Capability(c))
+	if s.RunAsUser != nil {
+		sc.RunAsUser = ptr.To(*s.RunAsUser)
 	}
-	return &corev1.SecurityContext{Capabilities: caps}
+	if s.RunAsGroup != nil {
+		sc.RunAsGroup = ptr.To(*s.RunAsGroup)
+	}
+	return sc
 }
 
 // resources parses requests and limits. Both Compose notations arrive unified from the loader,

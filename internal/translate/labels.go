@@ -75,3 +75,31 @@ func annotationsFrom(m map[string]string) map[string]string {
 	}
 	return maps.Clone(m)
 }
+
+// serviceAnnotations are a service's labels (with deploy.labels) and its annotations field,
+// as annotations of its workload and pods. The loader refuses a key set twice with different
+// values in labels; annotations win over labels for the same key.
+func serviceAnnotations(s *compose.Service) map[string]string {
+	if len(s.Annotations) == 0 {
+		return annotationsFrom(s.Labels)
+	}
+	out := maps.Clone(s.Labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, s.Annotations)
+	return out
+}
+
+// volumeAnnotations are a volume's labels and annotations.
+func volumeAnnotations(v *compose.Volume) map[string]string {
+	if len(v.Annotations) == 0 {
+		return annotationsFrom(v.Labels)
+	}
+	out := maps.Clone(v.Labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, v.Annotations)
+	return out
+}

@@ -34,7 +34,7 @@ func (t *translator) podTemplate(s *compose.Service, kind string) (corev1.PodTem
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      t.serviceLabels(s.Name),
-			Annotations: annotationsFrom(s.Labels),
+			Annotations: serviceAnnotations(s),
 		},
 		Spec: spec,
 	}, nil

@@ -17,7 +17,8 @@ type Result struct {
 	// Objects are typed client-go objects (*appsv1.Deployment, *appsv1.StatefulSet, *batchv1.Job,
 	// *corev1.Service, *corev1.PersistentVolumeClaim, *networkingv1.Ingress) with TypeMeta
 	// (apiVersion, kind), name, namespace and the devtool labels set, ready for server-side apply.
-	// Order: PVCs, Services, workloads, Ingresses.
+	// Order: Secrets and ConfigMaps (Compose secrets and configs), PVCs, Services, workloads, Ingresses.
+	// (*corev1.Secret and *corev1.ConfigMap are kinds deploy must apply and prune too.)
 	Objects []runtime.Object
 	// Services describes each Compose service's workload, in a dependency order (dependencies first).
 	Services []Service

@@ -97,10 +97,20 @@ func (t *translator) service(s *compose.Service, n *serviceNetwork) *corev1.Serv
 			Labels:      t.serviceLabels(s.Name),
 			Annotations: keepPolicy(s),
 		},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: t.selectorLabels(s.Name),
-			Ports:    n.ports,
-		},
+		Spec: t.serviceSpec(s, n),
 	}
+}
+
+// serviceSpec: ClusterIP; deploy.endpoint_mode: dnsrr makes it headless (clusterIP None), so
+// the name resolves to every pod's address, as Swarm's DNS round robin does.
+func (t *translator) serviceSpec(s *compose.Service, n *serviceNetwork) corev1.ServiceSpec {
+	spec := corev1.ServiceSpec{
+		Type:     corev1.ServiceTypeClusterIP,
+		Selector: t.selectorLabels(s.Name),
+		Ports:    n.ports,
+	}
+	if s.Headless {
+		spec.ClusterIP = corev1.ClusterIPNone
+	}
+	return spec
 }

@@ -73,6 +73,11 @@ func Translate(p *compose.Project, opts Options) (*Result, error) {
 		return nil, err
 	}
 
+	files, err := t.fileObjects()
+	if err != nil {
+		return nil, err
+	}
+	res.Objects = append(res.Objects, files...)
 	res.Objects = append(res.Objects, t.volumes.objects...)
 	res.Objects = append(res.Objects, svcObjs...)
 	res.Objects = append(res.Objects, workloads...)
@@ -142,6 +147,9 @@ func (t *translator) validateServices() error {
 		}
 		if k, why := checkAnnotationKeys(s.Labels); k != "" {
 			return errorAt(s.Pos, "service %q: label %q cannot become a Kubernetes annotation: %s", s.Name, k, why)
+		}
+		if k, why := checkAnnotationKeys(s.Annotations); k != "" {
+			return errorAt(s.Pos, "service %q: annotation %q is not a valid Kubernetes annotation key: %s", s.Name, k, why)
 		}
 	}
 	return nil

@@ -58,6 +58,9 @@ func (t *translator) planVolumes() (*volumePlan, error) {
 		if err != nil {
 			return nil, err
 		}
+		if k, why := checkAnnotationKeys(v.Annotations); k != "" {
+			return nil, errorAt(v.Pos, "volume %q: annotation %q is not a valid Kubernetes annotation key: %s", v.Name, k, why)
+		}
 		if k, why := checkAnnotationKeys(v.Labels); k != "" {
 			return nil, errorAt(v.Pos, "volume %q: label %q cannot become a Kubernetes annotation: %s", v.Name, k, why)
 		}
@@ -139,6 +142,9 @@ func (t *translator) planVolumes() (*volumePlan, error) {
 				pv.seed = append(pv.seed, mount)
 			}
 		}
+		if err := t.fileMounts(s, pv, names, targets); err != nil {
+			return nil, err
+		}
 	}
 
 	for _, v := range t.p.Volumes {
@@ -180,7 +186,7 @@ func (t *translator) pvc(v *compose.Volume, size resource.Quantity) *corev1.Pers
 			Name:        v.Name,
 			Namespace:   t.opts.Namespace,
 			Labels:      t.objectLabels(),
-			Annotations: annotationsFrom(v.Labels),
+			Annotations: volumeAnnotations(v),
 		},
 		Spec: claimSpec(size),
 	}
@@ -196,8 +202,17 @@ func (t *translator) claimTemplate(s *compose.Service, name string) corev1.Persi
 	return corev1.PersistentVolumeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: t.serviceLabels(s.Name)},
-		Spec:       claimSpec(resource.MustParse(DefaultVolumeSize)),
+		Spec:       claimSpec(anonymousSize(s)),
 	}
+}
+
+// anonymousSize is the size of a service's anonymous volumes: resources.storage (or
+// resources.requests.storage) when set, else the default. The loader checked the quantity.
+func anonymousSize(s *compose.Service) resource.Quantity {
+	if q, err := resource.ParseQuantity(s.Resources.Requests.Storage); err == nil && q.Sign() > 0 {
+		return q
+	}
+	return resource.MustParse(DefaultVolumeSize)
 }
 
 func claimSpec(size resource.Quantity) corev1.PersistentVolumeClaimSpec {

@@ -44,7 +44,7 @@ func (t *translator) workload(s *compose.Service) (runtime.Object, Service, erro
 		Name:        s.Name,
 		Namespace:   t.opts.Namespace,
 		Labels:      t.serviceLabels(s.Name),
-		Annotations: annotationsFrom(s.Labels),
+		Annotations: serviceAnnotations(s),
 	}
 	selector := &metav1.LabelSelector{MatchLabels: t.selectorLabels(s.Name)}
 
