@@ -10,13 +10,13 @@ import (
 
 // build reads a build section: a string (the context) or an object.
 func (l *loader) build(n *yaml.Node, field string) *Build {
-	b := &Build{Context: l.dir, Dockerfile: "Dockerfile"}
+	b := &Build{Context: l.dirOf(n), Dockerfile: "Dockerfile"}
 	d := yamlsrc.Deref(n)
 	if yamlsrc.IsNull(d) {
 		return b
 	}
 	if d.Kind == yaml.ScalarNode {
-		b.Context = l.buildContext(d.Value)
+		b.Context = l.buildContext(d, d.Value)
 		return b
 	}
 	if d.Kind != yaml.MappingNode {
@@ -29,7 +29,7 @@ func (l *loader) build(n *yaml.Node, field string) *Build {
 		switch e.Key {
 		case "context":
 			if s, ok := l.Str(e.Val, f); ok && s != "" {
-				b.Context = l.buildContext(s)
+				b.Context = l.buildContext(e.Val, s)
 			}
 		case "dockerfile":
 			if s, ok := l.Str(e.Val, f); ok && s != "" {
@@ -53,11 +53,11 @@ func (l *loader) build(n *yaml.Node, field string) *Build {
 }
 
 // buildContext makes a local context absolute; a remote one (git or http URL) is kept.
-func (l *loader) buildContext(s string) string {
+func (l *loader) buildContext(n *yaml.Node, s string) string {
 	if strings.Contains(s, "://") || strings.HasPrefix(s, "git@") {
 		return s
 	}
-	return l.absPath(s)
+	return l.absPath(n, s)
 }
 
 // buildArgs reads args. Values were interpolated like every value; a bare NAME takes its value

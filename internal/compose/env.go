@@ -25,7 +25,7 @@ func (l *loader) readDotEnv(shell Lookup) Lookup {
 // readEnvFile reads one env_file entry, relative to the compose file's folder. n is the
 // entry's node, for the error position.
 func (l *loader) readEnvFile(path string, required bool, n *yaml.Node, field string) map[string]string {
-	abs := l.absPath(path)
+	abs := l.absPath(n, path)
 	data, err := yamlsrc.ReadRegularFile(abs, maxEnvFileSize)
 	if err != nil {
 		if !required && errors.Is(err, fs.ErrNotExist) {
@@ -42,9 +42,10 @@ func (l *loader) readEnvFile(path string, required bool, n *yaml.Node, field str
 	return vars
 }
 
-// absPath makes a path from the compose file absolute: relative to its folder, ~ to home.
-func (l *loader) absPath(p string) string {
-	return yamlsrc.AbsPath(p, l.dir, l.home)
+// absPath makes a path written at n absolute: relative to the folder of n's file (the
+// compose file, or the extended or included file that set it), ~ to home.
+func (l *loader) absPath(n *yaml.Node, p string) string {
+	return yamlsrc.AbsPath(p, l.dirOf(n), l.home)
 }
 
 // maxEnvFileSize bounds what an env file may hold; a bigger one is a mistake (or a device).

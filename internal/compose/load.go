@@ -26,6 +26,9 @@ type LoadOptions struct {
 	// Lookups are further variable sources asked after the shell and the .env file, in order
 	// (for example the platform's stored secrets).
 	Lookups []Lookup
+	// Files are several Compose files merged in order (Compose's -f repeated; the second
+	// is typically compose.override.yaml, see FindFiles). When set, File is Files[0].
+	Files []string
 	// HomeDir expands "~" in host paths. Empty: Environ["HOME"], then the user's home.
 	HomeDir string
 	// Logger receives debug lines (the files read). nil discards them. compose-go's own
@@ -58,6 +61,49 @@ func FindFile(dir string) (string, error) {
 	return "", fmt.Errorf("no compose file in %s (looked for %s)", dir, strings.Join(DefaultFileNames, ", "))
 }
 
+// overrideNames pairs each default file name with the override files Docker Compose merges
+// automatically when they sit beside it.
+var overrideNames = map[string][]string{
+	"compose.yaml":        {"compose.override.yaml", "compose.override.yml"},
+	"compose.yml":         {"compose.override.yml", "compose.override.yaml"},
+	"docker-compose.yaml": {"docker-compose.override.yaml", "docker-compose.override.yml"},
+	"docker-compose.yml":  {"docker-compose.override.yml", "docker-compose.override.yaml"},
+}
+
+// FindFiles is FindFile plus the override file beside it, as Docker Compose discovers them:
+// compose.yaml and compose.override.yaml (or the docker-compose.* names), to load with
+// LoadOptions.Files in that order.
+func FindFiles(dir string) ([]string, error) {
+	main, err := FindFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{main}
+	for _, name := range overrideNames[filepath.Base(main)] {
+		p := filepath.Join(dir, name)
+		st, err := os.Stat(p)
+		if err == nil && !st.IsDir() {
+			return append(files, p), nil
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("looking for a compose override file: %w", err)
+		}
+	}
+	return files, nil
+}
+
+// OverrideFile returns the override file Docker Compose would merge into file (a default
+// name such as compose.yaml), or "" when there is none.
+func OverrideFile(file string) string {
+	for _, name := range overrideNames[filepath.Base(file)] {
+		p := filepath.Join(filepath.Dir(file), name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
 // loader holds the state of one Load call. Its Reader names the file as the caller gave it,
 // for messages.
 type loader struct {
@@ -69,14 +115,27 @@ type loader struct {
 	optionalDeps map[string]map[string]bool
 	// renames are the service and volume names converted for Kubernetes (see kubeName).
 	renames []rename
+	opts    LoadOptions
+	shell   Lookup
+	// dirs is the absolute folder of each file read (by the name positions use), for
+	// relative paths written in it; loaded is every file read (absolute), for cycles.
+	dirs      map[string]string
+	loaded    map[string]bool
+	including map[string]bool // files whose includes are being read, for cycles
+	readErr   error           // why the last readFile with a node could not read its file
+
 	// failedObjects are the top-level secrets and configs ("secret/name") whose definition
 	// has an error, so services using them are not reported again.
 	failedObjects map[string]bool
 }
 
-// Load reads, interpolates and validates a Compose file. On invalid input it returns an
-// Errors value listing every problem found, each with file:line:column.
+// Load reads, interpolates and validates a Compose file, or several (opts.Files) merged in
+// order. On invalid input it returns an Errors value listing every problem found, each with
+// file:line:column of the file that set the value.
 func Load(opts LoadOptions) (*Project, error) {
+	if len(opts.Files) > 0 {
+		opts.File = opts.Files[0]
+	}
 	if opts.File == "" {
 		return nil, errors.New("no compose file given")
 	}
@@ -87,9 +146,13 @@ func Load(opts LoadOptions) (*Project, error) {
 	return LoadBytes(opts, data)
 }
 
-// LoadBytes is Load with the file's content already read; opts.File still names the file and
-// locates relative paths and the .env file.
+// LoadBytes is Load with the (first) file's content already read; opts.File (or Files[0])
+// still names the file and locates relative paths and the .env file. Further files of
+// opts.Files, extended and included files are read from disk.
 func LoadBytes(opts LoadOptions, data []byte) (*Project, error) {
+	if len(opts.Files) > 0 {
+		opts.File = opts.Files[0]
+	}
 	abs, err := filepath.Abs(opts.File)
 	if err != nil {
 		return nil, fmt.Errorf("compose file path: %w", err)
@@ -98,10 +161,14 @@ func LoadBytes(opts LoadOptions, data []byte) (*Project, error) {
 		Reader: yamlsrc.NewReader(opts.File),
 		dir:    filepath.Dir(abs),
 		home:   yamlsrc.HomeDir(opts.HomeDir, opts.Environ),
+		dirs:   map[string]string{},
+		opts:   opts,
 
 		optionalDeps: map[string]map[string]bool{},
 	}
+	l.dirs[opts.File] = l.dir
 	shell := yamlsrc.MapLookup(opts.Environ)
+	l.shell = shell
 	sources := []Lookup{shell, l.readDotEnv(shell)}
 	sources = append(sources, opts.Lookups...)
 	// Spec precedence (A6): shell, then .env, then stored platform secrets.
@@ -112,8 +179,22 @@ func LoadBytes(opts LoadOptions, data []byte) (*Project, error) {
 		return nil, Errors(l.Errs)
 	}
 	l.Interpolate(doc, "", nil)
-	p := &Project{File: abs, WorkingDir: l.dir}
-	l.project(doc, p)
+	p := &Project{File: abs, WorkingDir: l.dir, Files: []string{abs}}
+	l.loaded = map[string]bool{abs: true}
+	doc = l.includes(doc, opts.File, 0)
+	for _, f := range opts.Files[min(1, len(opts.Files)):] {
+		other, fabs, ok := l.readFile(f, opts.File, nil)
+		if !ok {
+			continue
+		}
+		p.Files = append(p.Files, fabs)
+		other = l.includes(other, f, 0)
+		doc = l.merge(doc, other, "", 0)
+	}
+	doc = l.extends(doc)
+	if len(l.Errs) == 0 {
+		l.project(doc, p)
+	}
 	if len(l.Errs) > 0 {
 		// In file order, so a user can fix them top to bottom.
 		yamlsrc.SortErrors(l.Errs)

@@ -12,6 +12,9 @@ type Project struct {
 	// File is the absolute path of the compose file; WorkingDir is its folder (relative paths resolve there).
 	File       string
 	WorkingDir string
+	// Files are every Compose file loaded (absolute), File first: merged files, extended and
+	// included ones.
+	Files []string
 	// Name is the top-level name key (the Compose project name); empty when not written.
 	Name string
 	// Services in file order.

@@ -115,7 +115,7 @@ func (l *loader) fileObjects(n *yaml.Node, what string) []*FileObject {
 				l.Errorf(fileNode, yamlsrc.Join(f, "file"), "the path is empty")
 				continue
 			}
-			o.File = l.absPath(o.File)
+			o.File = l.absPath(fileNode, o.File)
 			data, err := safefile.Read(o.File, MaxSecretSize)
 			if err != nil {
 				msg := yamlsrc.UnwrapPathError(err).Error()

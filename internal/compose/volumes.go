@@ -133,7 +133,7 @@ func (l *loader) shortVolume(s string, n *yaml.Node, field string) (VolumeMount,
 		m.Kind, m.Target = VolumeAnonymous, parts[0]
 	case 2, 3:
 		m.Target = parts[1]
-		l.setSource(&m, parts[0])
+		l.setSource(&m, parts[0], n)
 		if len(parts) == 3 {
 			for _, opt := range strings.Split(parts[2], ",") {
 				switch opt {
@@ -157,9 +157,9 @@ func (l *loader) shortVolume(s string, n *yaml.Node, field string) (VolumeMount,
 
 // setSource decides between a named volume and a host path, the way Compose does: a source
 // that starts with '.', '/' or '~' is a path.
-func (l *loader) setSource(m *VolumeMount, src string) {
+func (l *loader) setSource(m *VolumeMount, src string, n *yaml.Node) {
 	if isHostPath(src) {
-		m.Kind, m.Source = VolumeHost, l.absPath(src)
+		m.Kind, m.Source = VolumeHost, l.absPath(n, src)
 		return
 	}
 	m.Kind, m.Source = VolumeNamed, src
@@ -246,7 +246,7 @@ func (l *loader) longVolume(n *yaml.Node, field string) (VolumeMount, bool) {
 			l.Errorf(n, field, "a bind mount needs a source")
 			return m, false
 		}
-		m.Kind, m.Source = VolumeHost, l.absPath(src)
+		m.Kind, m.Source = VolumeHost, l.absPath(n, src)
 	case "tmpfs":
 		m.Kind = VolumeTmpfs
 	case "":

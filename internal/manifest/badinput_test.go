@@ -83,3 +83,22 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestComposeOverrideDiscovered: a Compose file found by discovery brings its override file.
+func TestComposeOverrideDiscovered(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"compose.yaml":          "services:\n  web: {image: w}\n",
+		"compose.override.yaml": "services:\n  web: {build: .}\n",
+	})
+	m, err := Load(LoadOptions{Dir: dir, Environ: map[string]string{}, HomeDir: "/home/dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Deploy.Compose[0]
+	if len(c.Files()) != 2 || filepath.Base(c.Merge[0]) != "compose.override.yaml" {
+		t.Errorf("compose = %+v", c)
+	}
+	if len(m.Build) != 1 || m.Build[0].Service != "web" {
+		t.Errorf("the override's build section is not seen: %+v", m.Build)
+	}
+}

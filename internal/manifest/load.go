@@ -156,12 +156,17 @@ func fromCompose(opts LoadOptions, path string) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	proj, err := compose.Load(compose.LoadOptions{File: abs, Environ: opts.Environ, Lookups: opts.Lookups, HomeDir: opts.HomeDir})
+	files := []string{abs}
+	var merge []string
+	if o := compose.OverrideFile(abs); o != "" {
+		files, merge = append(files, o), []string{o}
+	}
+	proj, err := compose.Load(compose.LoadOptions{Files: files, Environ: opts.Environ, Lookups: opts.Lookups, HomeDir: opts.HomeDir})
 	if err != nil {
 		return nil, err
 	}
 	m := &Manifest{File: abs, Dir: filepath.Dir(abs), Inferred: true, Name: proj.Name,
-		Deploy: Deploy{Compose: []ComposeFile{{File: abs, Pos: yamlsrc.Position{File: abs}}}}}
+		Deploy: Deploy{Compose: []ComposeFile{{File: abs, Merge: merge, Pos: yamlsrc.Position{File: abs}}}}}
 	for _, s := range proj.Services {
 		if s.Build != nil {
 			m.Build = append(m.Build, &BuildService{Service: s.Name, Image: s.Image, Build: s.Build, Pos: s.Pos})

@@ -81,6 +81,14 @@ type ComposeFile struct {
 	File     string   // absolute path
 	Services []string // the subset to deploy; nil means all
 	Pos      yamlsrc.Position
+	// Merge are further files merged into File in order (compose.LoadOptions.Files): the
+	// override file Docker Compose finds beside a default-named file (compose.override.yaml).
+	Merge []string
+}
+
+// Files is File followed by Merge: what compose.LoadOptions.Files takes.
+func (c ComposeFile) Files() []string {
+	return append([]string{c.File}, c.Merge...)
 }
 
 // Dependency is a repository deployed before this environment.

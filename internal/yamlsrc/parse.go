@@ -13,6 +13,23 @@ import (
 // everything in it would otherwise be dropped silently; an empty trailing document is fine.
 // Errors are recorded in r.Errs and ok is false.
 func (r *Reader) Parse(data []byte) (doc *yaml.Node, ok bool) {
+	return r.parse(data, r.File)
+}
+
+// ParseFile is Parse for another file than r.File (a file merged into it, extended or
+// included): errors and the positions of its nodes name file.
+func (r *Reader) ParseFile(data []byte, file string) (doc *yaml.Node, ok bool) {
+	doc, ok = r.parse(data, file)
+	if ok && file != r.File {
+		r.SetFile(doc, file)
+	}
+	return doc, ok
+}
+
+func (r *Reader) parse(data []byte, file string) (doc *yaml.Node, ok bool) {
+	main := r.File
+	r.File = file
+	defer func() { r.File = main }()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	doc = &yaml.Node{}
 	if err := dec.Decode(doc); err != nil {

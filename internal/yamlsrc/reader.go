@@ -21,6 +21,10 @@ type Reader struct {
 	// Errs is every problem found so far, in the order found (see SortErrors).
 	Errs []*Error
 
+	// nodeFile names the file of nodes read from files other than File (several Compose
+	// files merged, extends, include); see SetFile.
+	nodeFile map[*yaml.Node]string
+
 	warnings  []string
 	ignored   []ignoredField
 	merged    map[*yaml.Node][]Entry
@@ -33,12 +37,52 @@ func NewReader(file string) *Reader {
 	return &Reader{File: file, merged: map[*yaml.Node][]Entry{}, unsetSeen: map[string]bool{}}
 }
 
-// Pos is the position of n in the file; a nil node gives the file alone.
+// Pos is the position of n in its file; a nil node gives the file alone.
 func (r *Reader) Pos(n *yaml.Node) Position {
 	if n == nil {
 		return Position{File: r.File}
 	}
-	return Position{File: r.File, Line: n.Line, Column: n.Column}
+	return Position{File: r.FileOf(n), Line: n.Line, Column: n.Column}
+}
+
+// FileOf is the file n was read from: the one SetFile registered it under, else File.
+func (r *Reader) FileOf(n *yaml.Node) string {
+	if f, ok := r.nodeFile[n]; ok {
+		return f
+	}
+	return r.File
+}
+
+// SetFile records that n and every node below it were read from file, so positions (and
+// FileOf) name it. Loaders that merge several files call it once per parsed document.
+func (r *Reader) SetFile(n *yaml.Node, file string) {
+	if r.nodeFile == nil {
+		r.nodeFile = map[*yaml.Node]string{}
+	}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n == nil {
+			return
+		}
+		if _, seen := r.nodeFile[n]; seen {
+			return
+		}
+		r.nodeFile[n] = file
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
+}
+
+// SetFileOf records that n (a node made by a loader, not parsed) belongs to the file of like.
+func (r *Reader) SetFileOf(n, like *yaml.Node) {
+	if f, ok := r.nodeFile[like]; ok {
+		if r.nodeFile == nil {
+			r.nodeFile = map[*yaml.Node]string{}
+		}
+		r.nodeFile[n] = f
+	}
 }
 
 // Errorf records an error at n for the value at field.
