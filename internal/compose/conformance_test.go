@@ -2,11 +2,14 @@ package compose
 
 import (
 	"errors"
+	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // corpusDir is the shared corpus beside the clone (../shared from the repo root). CI always
@@ -18,7 +21,7 @@ func corpusDir(t *testing.T) string {
 		dir = filepath.Join("..", "..", "..", "shared", "corpus", "compose")
 	}
 	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") != "" {
+		if os.Getenv("CI") == "true" {
 			t.Fatalf("compose corpus missing in CI: %v", err)
 		}
 		t.Skipf("compose corpus not found at %s (set DEVTOOL_COMPOSE_CORPUS); testdata/corpus still runs in TestConformanceTestdata", dir)
@@ -54,16 +57,23 @@ func corpusFiles(t *testing.T, root string) []string {
 }
 
 // checkConformance loads each file: it loads, or fails with errors that each name a file and,
-// for the compose file itself, a line. A panic fails the test by itself.
-func checkConformance(t *testing.T, files []string) {
+// for the compose file itself, a line. A panic fails the test by itself. It returns the files
+// that loaded.
+func checkConformance(t *testing.T, files []string) []string {
 	loaded, failed := 0, 0
+	var ok []string
 	for _, f := range files {
-		p, err := Load(LoadOptions{File: f, Environ: map[string]string{}, HomeDir: "/home/test"})
+		var p *Project
+		var err error
+		within(t, 20*time.Second, func() {
+			p, err = Load(LoadOptions{File: f, Environ: map[string]string{}, HomeDir: "/home/test"})
+		})
 		if err == nil {
 			if p == nil {
 				t.Errorf("%s: nil project without error", f)
 			}
 			loaded++
+			ok = append(ok, f)
 			continue
 		}
 		failed++
@@ -82,12 +92,66 @@ func checkConformance(t *testing.T, files []string) {
 		}
 	}
 	t.Logf("%d files: %d loaded, %d rejected with positioned errors", len(files), loaded, failed)
+	return ok
+}
+
+var updateLoads = flag.Bool("update", false, "rewrite the expected-to-load lists in testdata/")
+
+// checkExpected compares the files that loaded (relative to root) with the checked-in list
+// at listPath: a listed file that no longer loads fails the test, so the count can only rise;
+// a file that loads and is not listed is reported, and -update adds it.
+func checkExpected(t *testing.T, root, listPath string, loaded []string) {
+	t.Helper()
+	got := map[string]bool{}
+	for _, f := range loaded {
+		rel, err := filepath.Rel(root, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[filepath.ToSlash(rel)] = true
+	}
+	if *updateLoads {
+		names := make([]string, 0, len(got))
+		for n := range got {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if err := os.WriteFile(listPath, []byte(strings.Join(names, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	data, err := os.ReadFile(listPath)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/compose -run Conformance -update to create it)", err)
+	}
+	want := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			want[line] = true
+		}
+	}
+	for n := range want {
+		if !got[n] {
+			t.Errorf("%s is listed in %s but no longer loads", n, listPath)
+		}
+	}
+	added := 0
+	for n := range got {
+		if !want[n] {
+			added++
+			t.Logf("%s loads and is not in %s yet (run with -update to add it)", n, listPath)
+		}
+	}
+	t.Logf("%d files expected to load (%s), %d more load now", len(want), listPath, added)
 }
 
 func TestConformanceCorpus(t *testing.T) {
-	checkConformance(t, corpusFiles(t, corpusDir(t)))
+	root := corpusDir(t)
+	checkExpected(t, root, filepath.Join("testdata", "corpus-loads.txt"), checkConformance(t, corpusFiles(t, root)))
 }
 
 func TestConformanceTestdata(t *testing.T) {
-	checkConformance(t, corpusFiles(t, filepath.Join("testdata", "corpus")))
+	root := filepath.Join("testdata", "corpus")
+	checkExpected(t, root, filepath.Join("testdata", "testdata-loads.txt"), checkConformance(t, corpusFiles(t, root)))
 }

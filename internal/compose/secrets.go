@@ -178,8 +178,17 @@ func (l *loader) fileMounts(n *yaml.Node, field, what string, p *Project) []File
 					if !ok || strings.TrimSpace(s) == "" {
 						continue
 					}
-					v, err := strconv.ParseInt(s, 0, 32)
-					if err != nil || v < 0 || v > 0o777 {
+					// Compose reads a mode as octal ("0440", "440", or 0440 unquoted); YAML
+					// may already have turned an unquoted 0440 into decimal 288, so a number
+					// whose digits are not all octal is read as decimal.
+					v, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0"), 8, 32)
+					if err != nil {
+						v, err = strconv.ParseInt(s, 10, 32)
+					}
+					if s == "0" {
+						v, err = 0, nil
+					}
+					if err != nil || v < 0 || v > 0o7777 {
 						l.Errorf(e.Val, ef, "expected a file mode such as 0440, found %q", s)
 						continue
 					}

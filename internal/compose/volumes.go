@@ -216,7 +216,7 @@ func (l *loader) longVolume(n *yaml.Node, field string) (VolumeMount, bool) {
 				of := yamlsrc.Join(f, o.Key)
 				switch o.Key {
 				case "size":
-					if s, ok := l.Str(o.Val, of); ok && s != "" {
+					if s, ok := l.Str(o.Val, of); ok && s != "" && s != "0" {
 						q, err := sizeQuantity(s)
 						if err != nil {
 							l.Errorf(o.Val, of, "expected a size such as 64Mi or 100m, found %q", s)

@@ -86,6 +86,17 @@ type ComposeFile struct {
 	Merge []string
 }
 
+// ComposeFiles lists every Compose file of deploy.compose in order (each entry's File, then
+// its Merge): the files that load as one project (compose.LoadOptions.Files), as Docker
+// Compose merges repeated -f files.
+func (d Deploy) ComposeFiles() []string {
+	var out []string
+	for _, c := range d.Compose {
+		out = append(out, c.Files()...)
+	}
+	return out
+}
+
 // Files is File followed by Merge: what compose.LoadOptions.Files takes.
 func (c ComposeFile) Files() []string {
 	return append([]string{c.File}, c.Merge...)

@@ -2,8 +2,10 @@ package translate
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,7 +21,7 @@ func corpusDir(t testing.TB) string {
 		dir = filepath.Join("..", "..", "..", "shared", "corpus", "compose")
 	}
 	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") != "" {
+		if os.Getenv("CI") == "true" {
 			t.Fatalf("compose corpus missing in CI: %v", err)
 		}
 		t.Skipf("compose corpus not found at %s (set DEVTOOL_COMPOSE_CORPUS)", dir)
@@ -63,10 +65,16 @@ var corpusRefusals = map[string]string{
 	"compose-go/loader-inline-tests/loader_test__TestNonStringKeys.yaml": `service name "123" is not valid for Kubernetes`,
 }
 
+// corpusTranslates is the checked-in list of corpus files that load and translate: a listed
+// file that stops translating fails TestCorpus, so the count can only rise (-update adds the
+// new ones).
+const corpusTranslates = "testdata/corpus-translates.txt"
+
 // TestCorpus translates every loadable file of the shared corpus and renders it as YAML.
 func TestCorpus(t *testing.T) {
 	projects := loadCorpus(t)
 	ok, refused := 0, 0
+	translated := map[string]bool{}
 	for name, p := range projects {
 		res, err := Translate(p, defaultOpts)
 		if err != nil {
@@ -78,8 +86,32 @@ func TestCorpus(t *testing.T) {
 		}
 		if _, err := ToYAML(res.Objects); err != nil {
 			t.Errorf("%s: ToYAML: %v", name, err)
+			continue
 		}
+		translated[filepath.ToSlash(name)] = true
 		ok++
 	}
 	t.Logf("%d loadable files: %d translated, %d refused", len(projects), ok, refused)
+	names := slices.Sorted(maps.Keys(translated))
+	if *update {
+		if err := os.WriteFile(corpusTranslates, []byte(strings.Join(names, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	data, err := os.ReadFile(corpusTranslates)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/translate -run TestCorpus -update to create it)", err)
+	}
+	listed := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		listed++
+		if !translated[line] {
+			t.Errorf("%s is listed in %s but no longer loads and translates", line, corpusTranslates)
+		}
+	}
+	t.Logf("%d files expected to translate, %d translate now", listed, len(names))
 }
