@@ -5,6 +5,8 @@ package translate
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -31,6 +33,10 @@ func create(ctx context.Context, cs kubernetes.Interface, obj runtime.Object, dr
 	}
 	var err error
 	switch x := obj.(type) {
+	case *corev1.Secret:
+		_, err = cs.CoreV1().Secrets(x.Namespace).Create(ctx, x, o)
+	case *corev1.ConfigMap:
+		_, err = cs.CoreV1().ConfigMaps(x.Namespace).Create(ctx, x, o)
 	case *corev1.PersistentVolumeClaim:
 		_, err = cs.CoreV1().PersistentVolumeClaims(x.Namespace).Create(ctx, x, o)
 	case *corev1.Service:
@@ -139,6 +145,75 @@ func TestRunsOnCluster(t *testing.T) {
 		done := func(pods []corev1.Pod) bool {
 			for _, p := range pods {
 				if (s.Kind == KindJob && p.Status.Phase == corev1.PodSucceeded) || (s.Kind != KindJob && kube.PodReady(&p)) {
+					return true
+				}
+			}
+			return false
+		}
+		pods, err := kube.WaitForPods(ctx, c.Clientset, ns, s.PodSelector, done)
+		if err != nil {
+			t.Fatalf("service %s: %v (pods: %s)", s.Name, err, describe(pods))
+		}
+	}
+}
+
+// TestMergedFilesWithSecretsOnCluster loads two merged Compose files (the override adds a
+// secret, a config and a check Job) and runs them for real: the Job succeeds only when the
+// mounted secret and config files hold the expected content inside the pod.
+func TestMergedFilesWithSecretsOnCluster(t *testing.T) {
+	c := testcluster.Connect(t)
+	ns := c.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	files := map[string]string{
+		"compose.yaml": "services:\n  app:\n    image: " + testcluster.Image + "\n    command: [sleep, \"3600\"]\n    stop_grace_period: 1s\n",
+		"compose.override.yaml": `services:
+  check:
+    image: ` + testcluster.Image + `
+    restart: "no"
+    command: [sh, -c, "grep -qx s3cret-value /run/secrets/db_password && grep -qx 'mode=dev' /etc/app.ini && test \"$$(stat -c %a /run/secrets/db_password)\" = 440"]
+    secrets: [{source: db_password, mode: 0440}]
+    configs: [{source: app_ini, target: /etc/app.ini}]
+  app:
+    secrets: [db_password]
+secrets:
+  db_password: {file: ./db_password.txt}
+configs:
+  app_ini: {content: "mode=dev"}
+`,
+		"db_password.txt": "s3cret-value\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := compose.FindFiles(dir)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("FindFiles = %v, %v", list, err)
+	}
+	p, err := compose.Load(compose.LoadOptions{Files: list, Environ: map[string]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Translate(p, Options{Name: "it", Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.Objects {
+		if err := create(ctx, c.Clientset, o, false); err != nil {
+			t.Fatalf("creating %s: %v", o.GetObjectKind().GroupVersionKind().Kind, err)
+		}
+	}
+	for _, s := range res.Services {
+		done := func(pods []corev1.Pod) bool {
+			for _, p := range pods {
+				if (s.Kind == KindJob && p.Status.Phase == corev1.PodSucceeded) || (s.Kind != KindJob && kube.PodReady(&p)) {
+					return true
+				}
+				if s.Kind == KindJob && p.Status.Phase == corev1.PodFailed {
+					t.Errorf("the check Job failed: the mounted secret or config is not as expected (%s)", describe(pods))
 					return true
 				}
 			}
