@@ -2,6 +2,7 @@ package compose
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,4 +162,28 @@ func TestNoLogrusOutput(t *testing.T) {
 			t.Errorf("no warning for %s in %q", name, got)
 		}
 	}
+}
+
+// TestLongDependencyChain: depends_on checks are linear in services and edges, so a chain of
+// 50,000 services loads and translates in well under the timeout (quadratic work took minutes).
+func TestLongDependencyChain(t *testing.T) {
+	const n = 50000
+	var b strings.Builder
+	b.WriteString("services:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "  s%d: {image: x", i)
+		if i > 0 {
+			fmt.Fprintf(&b, ", depends_on: [s%d]", i-1)
+		}
+		b.WriteString("}\n")
+	}
+	within(t, 60*time.Second, func() {
+		p, err := LoadBytes(LoadOptions{File: filepath.Join(t.TempDir(), "compose.yml"), Environ: map[string]string{}}, []byte(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Services) != n {
+			t.Errorf("%d services", len(p.Services))
+		}
+	})
 }

@@ -66,12 +66,16 @@ func (l *loader) dependsOn(n *yaml.Node, field string) []Dependency {
 // optional dependency (required: false) on a missing service is dropped with a warning, as
 // Compose does.
 func (l *loader) checkDependencies(p *Project) {
+	byName := make(map[string]*Service, len(p.Services))
+	for _, s := range p.Services {
+		byName[s.Name] = s
+	}
 	for _, s := range p.Services {
 		kept := s.DependsOn[:0]
 		for _, d := range s.DependsOn {
 			field := "services." + s.Name + ".depends_on"
 			switch {
-			case p.Service(d.Service) != nil:
+			case byName[d.Service] != nil:
 				kept = append(kept, d)
 			case l.optionalDeps[field][d.Service]:
 				l.Warnf("%s: %s: optional dependency %q is not a service; ignored", d.Pos, field, d.Service)
@@ -81,11 +85,11 @@ func (l *loader) checkDependencies(p *Project) {
 		}
 		s.DependsOn = kept
 	}
-	l.findCycles(p)
+	l.findCycles(p, byName)
 }
 
 // findCycles reports each dependency cycle once, naming it ("a -> b -> a").
-func (l *loader) findCycles(p *Project) {
+func (l *loader) findCycles(p *Project, byName map[string]*Service) {
 	const (
 		unvisited = iota
 		inProgress
@@ -110,7 +114,7 @@ func (l *loader) findCycles(p *Project) {
 				l.Errs = append(l.Errs, &Error{Pos: d.Pos, Field: "services." + s.Name + ".depends_on",
 					Msg: "dependency cycle: " + strings.Join(cycle, " -> ")})
 			case unvisited:
-				if dep := p.Service(d.Service); dep != nil {
+				if dep := byName[d.Service]; dep != nil {
 					visit(dep)
 				}
 			}

@@ -1,11 +1,13 @@
 package translate
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -276,5 +278,32 @@ func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLongDependencyChainOrder: ordering is linear-ish in services and edges (a heap, not a
+// rescan per service), so 50,000 chained services (written last first) order quickly.
+func TestLongDependencyChainOrder(t *testing.T) {
+	const n = 50000
+	p := &compose.Project{}
+	for i := n - 1; i >= 0; i-- {
+		s := &compose.Service{Name: fmt.Sprintf("s%d", i), Image: "x", Scale: 1}
+		if i > 0 {
+			s.DependsOn = []compose.Dependency{{Service: fmt.Sprintf("s%d", i-1), Condition: compose.ConditionStarted}}
+		}
+		p.Services = append(p.Services, s)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		order, err := dependencyOrder(p)
+		if err != nil || len(order) != n || order[0].Name != "s0" || order[n-1].Name != fmt.Sprintf("s%d", n-1) {
+			t.Errorf("order: %v, %d services", err, len(order))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("ordering 50,000 services did not finish in 60s")
 	}
 }

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"container/heap"
 	"strings"
 
 	"github.com/devtool/devtool/internal/compose"
@@ -26,40 +27,63 @@ func dependencyOrder(p *compose.Project) ([]*compose.Service, error) {
 		}
 	}
 
-	done := make([]bool, len(p.Services))
-	out := make([]*compose.Service, 0, len(p.Services))
-	for len(out) < len(p.Services) {
-		progressed := false
-		// Take the first service (in file order) whose dependencies are all placed, then start over,
-		// so an earlier service always goes before a later one when both are free.
-		for i, s := range p.Services {
-			if done[i] || !dependenciesPlaced(s, index, done) {
+	// Kahn's algorithm with the ready services in a min-heap by file position: always placing
+	// the earliest free service gives the same order as rescanning the file each time, in
+	// O((services + edges) log services) instead of quadratic time.
+	waiting := make([]int, len(p.Services)) // unplaced dependencies per service
+	dependents := make([][]int, len(p.Services))
+	for i, s := range p.Services {
+		seen := map[string]bool{}
+		for _, d := range s.DependsOn {
+			if seen[d.Service] {
 				continue
 			}
-			done[i] = true
-			out = append(out, s)
-			progressed = true
-			break
+			seen[d.Service] = true
+			j := index[d.Service]
+			waiting[i]++
+			dependents[j] = append(dependents[j], i)
 		}
-		if !progressed {
-			return nil, cycleError(p, done)
+	}
+	ready := &intHeap{}
+	for i := range p.Services {
+		if waiting[i] == 0 {
+			heap.Push(ready, i)
 		}
+	}
+	done := make([]bool, len(p.Services))
+	out := make([]*compose.Service, 0, len(p.Services))
+	for ready.Len() > 0 {
+		i := heap.Pop(ready).(int)
+		done[i] = true
+		out = append(out, p.Services[i])
+		for _, j := range dependents[i] {
+			if waiting[j]--; waiting[j] == 0 {
+				heap.Push(ready, j)
+			}
+		}
+	}
+	if len(out) < len(p.Services) {
+		return nil, cycleError(p, index, done)
 	}
 	return out, nil
 }
 
-func dependenciesPlaced(s *compose.Service, index map[string]int, done []bool) bool {
-	for _, d := range s.DependsOn {
-		if !done[index[d.Service]] {
-			return false
-		}
-	}
-	return true
+type intHeap []int
+
+func (h intHeap) Len() int           { return len(h) }
+func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *intHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // cycleError names one cycle among the services not yet placed, by walking dependencies from the
 // first of them until a service repeats.
-func cycleError(p *compose.Project, done []bool) error {
+func cycleError(p *compose.Project, index map[string]int, done []bool) error {
 	var start *compose.Service
 	for i, s := range p.Services {
 		if !done[i] {
@@ -80,21 +104,11 @@ func cycleError(p *compose.Project, done []bool) error {
 		path = append(path, cur.Name)
 		// Follow the first dependency that is itself unplaced: one always exists, or cur would be placed.
 		for _, d := range cur.DependsOn {
-			next := p.Service(d.Service)
-			if !done[indexOf(p, next)] {
+			if j := index[d.Service]; !done[j] {
 				pos = d.Pos
-				cur = next
+				cur = p.Services[j]
 				break
 			}
 		}
 	}
-}
-
-func indexOf(p *compose.Project, s *compose.Service) int {
-	for i, x := range p.Services {
-		if x == s {
-			return i
-		}
-	}
-	return -1
 }
