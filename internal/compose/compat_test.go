@@ -1,6 +1,8 @@
 package compose
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -238,5 +240,20 @@ func TestSecretContentNeverInErrors(t *testing.T) {
 		map[string]string{"big": "TOPSECRET" + strings.Repeat("x", MaxSecretSize)})
 	if err == nil || strings.Contains(err.Error(), "TOPSECRET") || !strings.Contains(err.Error(), "1 MiB") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+func TestEnvFileOutsideProjectWarns(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "shared.env")
+	if err := os.WriteFile(outside, []byte("A=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := loadYAML(t, "services:\n  web:\n    image: x\n    env_file: ["+outside+", inside.env]\n", nil, map[string]string{"inside.env": "B=2\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(p.Warnings, "\n")
+	if !strings.Contains(got, "env file "+outside+" is outside the project folder") || strings.Contains(got, "inside.env is outside") {
+		t.Errorf("warnings = %q", p.Warnings)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"strings"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
 	"gopkg.in/yaml.v3"
@@ -26,6 +27,9 @@ func (l *loader) readDotEnv(shell Lookup) Lookup {
 // entry's node, for the error position.
 func (l *loader) readEnvFile(path string, required bool, n *yaml.Node, field string) map[string]string {
 	abs := l.absPath(n, path)
+	if rel, err := filepath.Rel(l.dir, abs); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		l.Warnf("%s: %s: env file %s is outside the project folder %s", l.Pos(n), field, abs, l.dir)
+	}
 	data, err := yamlsrc.ReadRegularFile(abs, maxEnvFileSize)
 	if err != nil {
 		if !required && errors.Is(err, fs.ErrNotExist) {
