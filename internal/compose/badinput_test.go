@@ -187,3 +187,26 @@ func TestLongDependencyChain(t *testing.T) {
 		}
 	})
 }
+
+// TestEnvFileErrorsDoNotQuoteValues: a broken env file's error names the file and line, never
+// the value (compose-go's dotenv quotes the rest of the line).
+func TestEnvFileErrorsDoNotQuoteValues(t *testing.T) {
+	for _, content := range []string{
+		"OK=1\nPASSWORD=\"hunter2-" + strings.Repeat("x", 5000) + "\n",
+		"OK=1\nBAD!NAME=hunter2-secret\n",
+	} {
+		for _, name := range []string{"app.env", ".env"} {
+			compose := "services:\n  web:\n    image: x\n"
+			if name == "app.env" {
+				compose += "    env_file: app.env\n"
+			}
+			_, err := loadYAML(t, compose, nil, map[string]string{name: content})
+			if err == nil {
+				t.Fatalf("%s: no error", name)
+			}
+			if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "line ") {
+				t.Errorf("%s: %.300s", name, err)
+			}
+		}
+	}
+}

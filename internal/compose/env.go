@@ -40,7 +40,7 @@ func (l *loader) readEnvFile(path string, required bool, n *yaml.Node, field str
 	}
 	vars, err := dotenv.ParseWithLookup(bytes.NewReader(data), dotenv.LookupFn(l.Lookup))
 	if err != nil {
-		l.Errorf(n, field, "invalid env file %s: %v", abs, err)
+		l.Errorf(n, field, "invalid env file %s: %s", abs, yamlsrc.DotEnvError(err))
 		return nil
 	}
 	return vars

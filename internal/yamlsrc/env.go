@@ -55,7 +55,7 @@ func (r *Reader) ReadDotEnv(path, display string, maxSize int64, shell Lookup) m
 	}
 	vars, err := dotenv.ParseWithLookup(bytes.NewReader(data), dotenv.LookupFn(shell))
 	if err != nil {
-		r.Errs = append(r.Errs, &Error{Pos: Position{File: display}, Msg: "invalid .env file: " + err.Error()})
+		r.Errs = append(r.Errs, &Error{Pos: Position{File: display}, Msg: "invalid .env file: " + DotEnvError(err)})
 		return nil
 	}
 	return vars
@@ -102,4 +102,18 @@ func HomeDir(explicit string, environ map[string]string) string {
 	}
 	h, _ := os.UserHomeDir()
 	return h
+}
+
+// DotEnvError is the message of a dotenv parse error without the text it quotes: compose-go
+// quotes the rest of the line (a value that may be a secret, or a whole one-line file), so only
+// the line number and what is wrong are kept.
+func DotEnvError(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "unterminated quoted value"); i >= 0 {
+		msg = msg[:i+len("unterminated quoted value")]
+	}
+	if i := strings.Index(msg, " in variable name "); i >= 0 {
+		msg = msg[:i]
+	}
+	return Shorten(msg)
 }
