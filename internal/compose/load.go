@@ -187,6 +187,9 @@ func LoadBytes(opts LoadOptions, data []byte) (*Project, error) {
 		if !ok {
 			continue
 		}
+		// As in Docker Compose, relative paths in every -f file resolve against the first
+		// file's folder (extended and included files keep their own).
+		l.dirs[f] = l.dir
 		p.Files = append(p.Files, fabs)
 		other = l.includes(other, f, 0)
 		doc = l.merge(doc, other, "", 0)

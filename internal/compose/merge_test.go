@@ -242,3 +242,20 @@ func TestInclude(t *testing.T) {
 		t.Errorf("web = %+v", w)
 	}
 }
+
+// TestMergedFilePathsRelativeToFirst: as in Docker Compose, relative paths in a second -f file
+// resolve against the first file's folder.
+func TestMergedFilePathsRelativeToFirst(t *testing.T) {
+	dir := writeDir(t, map[string]string{
+		"compose.yaml":     "services:\n  web: {image: x}\n",
+		"ci/override.yaml": "services:\n  web:\n    volumes: [./src:/src]\n    build: ./app\n",
+	})
+	p, err := loadFiles(t, dir, "compose.yaml", "ci/override.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := p.Service("web")
+	if w.Volumes[0].Source != filepath.Join(dir, "src") || w.Build.Context != filepath.Join(dir, "app") {
+		t.Errorf("volume %s, build %s", w.Volumes[0].Source, w.Build.Context)
+	}
+}
