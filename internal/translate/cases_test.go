@@ -36,6 +36,47 @@ var defaultOpts = Options{Name: "shop", Namespace: "dev-alice", ClusterDomain: "
 
 var goldenCases = []testCase{
 	{
+		// Issue 11's Compose fields: user, annotations, a headless Service, expose (private
+		// ports), tmpfs, secrets and configs mounted as files (an external one mounted, not
+		// created), a service others wait on to complete without a restart policy (a Job, with
+		// a warning) whose anonymous volume gets its own claim.
+		name: "compat",
+		opts: defaultOpts,
+		project: func() *compose.Project {
+			uid, gid := int64(1000), int64(2000)
+			mode := int32(0o440)
+			return &compose.Project{
+				Secrets: []*compose.FileObject{
+					{Name: "db_password", File: "/p/db_password.txt", Data: []byte("s3cret\n"), Pos: pos(30)},
+					{Name: "tls", Pos: pos(32)}, // external
+				},
+				Configs: []*compose.FileObject{{Name: "app.ini", Data: []byte("mode=dev\n"), Pos: pos(34)}},
+				Services: []*compose.Service{
+					{
+						Name: "web", Pos: pos(2), Image: "web:1", Scale: 2,
+						RunAsUser: &uid, RunAsGroup: &gid, Headless: true,
+						Annotations: map[string]string{"team": "a"}, Labels: map[string]string{"tier": "front"},
+						Ports: []compose.Port{{ContainerPort: 8080}, {ContainerPort: 9090, Protocol: "UDP"}},
+						Volumes: []compose.VolumeMount{{Kind: compose.VolumeTmpfs, Target: "/run", Size: "64Mi"}},
+						Secrets: []compose.FileMount{
+							{Source: "db_password", Target: "/run/secrets/db_password", Mode: &mode},
+							{Source: "tls", Target: "/etc/tls/cert.pem"},
+						},
+						Configs:   []compose.FileMount{{Source: "app.ini", Target: "/etc/app.ini"}},
+						DependsOn: []compose.Dependency{{Service: "migrate", Condition: compose.ConditionCompleted, Pos: pos(12)}},
+						Restart:   compose.Restart{Policy: compose.RestartAlways},
+					},
+					{
+						Name: "migrate", Pos: pos(20), Image: "web:1", Scale: 1, Command: []string{"migrate"},
+						Volumes:   []compose.VolumeMount{{Kind: compose.VolumeAnonymous, Target: "/cache"}},
+						Resources: compose.Resources{Requests: compose.ResourceList{Storage: "2Gi"}},
+						Restart:   compose.Restart{Policy: compose.RestartAlways},
+					},
+				},
+			}
+		},
+	},
+	{
 		// A Deployment with every container field, a Service with a host port that differs, and
 		// one public port.
 		name: "containers",

@@ -94,7 +94,7 @@ func TestCompletedDependencyBecomesJob(t *testing.T) {
 			if job.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
 				t.Errorf("restartPolicy = %s", job.Spec.Template.Spec.RestartPolicy)
 			}
-			if got := hasWarning(res, `"migrate" runs as a Job`, "web wait"); got != tc.wantWarn {
+			if got := hasWarning(res, `"migrate" runs as a Job`, "web waits for it"); got != tc.wantWarn {
 				t.Errorf("warning = %v, want %v (%q)", got, tc.wantWarn, res.Warnings)
 			}
 		})

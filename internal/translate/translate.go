@@ -192,7 +192,7 @@ func (t *translator) assignKinds() {
 	for _, s := range t.order {
 		k := kindOf(s)
 		if k != KindJob && len(waited[s.Name]) > 0 && !s.Restart.Explicit {
-			t.warnf("service %q runs as a Job (it runs once to completion, as in Docker Compose): %s wait for it with service_completed_successfully and it sets no restart policy",
+			t.warnf("service %q runs as a Job (once, to completion, as in Docker Compose): it sets no restart policy and %s waits for it with service_completed_successfully",
 				s.Name, strings.Join(waited[s.Name], ", "))
 			k = KindJob
 		}
