@@ -2,6 +2,8 @@ package compose
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -208,5 +210,20 @@ func TestEnvFileErrorsDoNotQuoteValues(t *testing.T) {
 				t.Errorf("%s: %.300s", name, err)
 			}
 		}
+	}
+}
+
+// TestLoadCancelled: a cancelled context stops a load with context.Canceled.
+func TestLoadCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var b strings.Builder
+	b.WriteString("services:\n")
+	for i := 0; i < 5000; i++ {
+		fmt.Fprintf(&b, "  s%d: {image: x}\n", i)
+	}
+	_, err := LoadBytes(LoadOptions{File: filepath.Join(t.TempDir(), "compose.yml"), Context: ctx}, []byte(b.String()))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }

@@ -161,6 +161,9 @@ endpoints:
 		t.Fatal(err)
 	}
 	web := p.Service("web")
+	if p.ServiceNamed("Web") != web || p.Renamed["volume:db_data"] != "db-data" {
+		t.Errorf("renamed = %v", p.Renamed)
+	}
 	if web == nil || p.Service("plausible-db") == nil || p.Volume("db-data") == nil {
 		t.Fatalf("names not converted: %+v", p.Services)
 	}

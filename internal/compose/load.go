@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -31,6 +32,9 @@ type LoadOptions struct {
 	Files []string
 	// HomeDir expands "~" in host paths. Empty: Environ["HOME"], then the user's home.
 	HomeDir string
+	// Context cancels a load (Ctrl-C while a big file loads): Load then returns its error
+	// (context.Canceled). nil: never cancelled.
+	Context context.Context
 	// Logger receives debug lines (the files read). nil discards them. compose-go's own
 	// logging (logrus) is never used: its messages become Warnings.
 	Logger *slog.Logger
@@ -59,6 +63,14 @@ func FindFile(dir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no compose file in %s (looked for %s)", dir, strings.Join(DefaultFileNames, ", "))
+}
+
+// cancelled is the load's context error, if it was cancelled.
+func (l *loader) cancelled() error {
+	if l.opts.Context == nil {
+		return nil
+	}
+	return l.opts.Context.Err()
 }
 
 // overrideNames pairs each default file name with the override files Docker Compose merges
@@ -183,6 +195,9 @@ func LoadBytes(opts LoadOptions, data []byte) (*Project, error) {
 	l.loaded = map[string]bool{abs: true}
 	doc = l.includes(doc, opts.File, 0)
 	for _, f := range opts.Files[min(1, len(opts.Files)):] {
+		if l.cancelled() != nil {
+			break
+		}
 		other, fabs, ok := l.readFile(f, opts.File, nil)
 		if !ok {
 			continue
@@ -194,9 +209,15 @@ func LoadBytes(opts LoadOptions, data []byte) (*Project, error) {
 		other = l.includes(other, f, 0)
 		doc = l.merge(doc, other, "", 0)
 	}
+	if err := l.cancelled(); err != nil {
+		return nil, err
+	}
 	doc = l.extends(doc)
 	if len(l.Errs) == 0 {
 		l.project(doc, p)
+	}
+	if err := l.cancelled(); err != nil {
+		return nil, err
 	}
 	if len(l.Errs) > 0 {
 		// In file order, so a user can fix them top to bottom.

@@ -28,6 +28,19 @@ type Project struct {
 	Secrets, Configs []*FileObject
 	// Warnings: fields outside the spec (named), and other things that did not stop loading.
 	Warnings []string
+	// Renamed maps each service and volume name converted for Kubernetes ("db_data") to its
+	// new name ("db-data"), keyed "service:<name>" or "volume:<name>", so callers holding names
+	// as written (deploy.compose services of a devtool.yml) can find them. nil when none.
+	Renamed map[string]string
+}
+
+// ServiceNamed looks a service up by its name as written in the file, before any conversion
+// for Kubernetes (see Renamed), falling back to Service.
+func (p *Project) ServiceNamed(written string) *Service {
+	if to, ok := p.Renamed["service:"+written]; ok {
+		return p.Service(to)
+	}
+	return p.Service(written)
 }
 
 // Service looks a service up by name.

@@ -159,6 +159,10 @@ func (l *loader) applyRenames(p *Project) {
 		msg += "; other services must reach a renamed service by its new host name (" + strings.Join(hosts, ", ") + ")"
 	}
 	l.Warnf("%s", msg)
+	p.Renamed = map[string]string{}
+	for _, r := range l.renames {
+		p.Renamed[r.what+":"+r.from] = r.to
+	}
 	for _, s := range p.Services {
 		s.Name = final("service", s.Name)
 		for i := range s.DependsOn {

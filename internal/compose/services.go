@@ -10,7 +10,10 @@ import (
 
 func (l *loader) services(n *yaml.Node, p *Project) {
 	es, _ := l.Mapping(n, "services")
-	for _, e := range es {
+	for i, e := range es {
+		if i%256 == 0 && l.cancelled() != nil {
+			return
+		}
 		field := yamlsrc.Join("services", e.Key)
 		l.kubeName(e.KeyNode, field, "service", e.Key)
 		p.Services = append(p.Services, l.service(e, field, p))

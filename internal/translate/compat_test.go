@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -305,5 +307,14 @@ func TestLongDependencyChainOrder(t *testing.T) {
 	case <-done:
 	case <-time.After(60 * time.Second):
 		t.Fatal("ordering 50,000 services did not finish in 60s")
+	}
+}
+
+func TestTranslateCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p := &compose.Project{Services: []*compose.Service{{Name: "a", Image: "x", Scale: 1}}}
+	if _, err := TranslateContext(ctx, p, defaultOpts); !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,6 +28,12 @@ type translator struct {
 // Translate turns a loaded Compose project into Kubernetes objects. It is pure: the same input
 // always gives the same output, byte for byte once serialised.
 func Translate(p *compose.Project, opts Options) (*Result, error) {
+	return TranslateContext(context.Background(), p, opts)
+}
+
+// TranslateContext is Translate that stops when ctx is cancelled (between services),
+// returning ctx's error.
+func TranslateContext(ctx context.Context, p *compose.Project, opts Options) (*Result, error) {
 	if p == nil {
 		return nil, errors.New("translate: no project")
 	}
@@ -52,7 +59,12 @@ func Translate(p *compose.Project, opts Options) (*Result, error) {
 
 	res := &Result{}
 	var svcObjs, workloads []runtime.Object
-	for _, s := range order {
+	for i, s := range order {
+		if i%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		net, err := t.network(s)
 		if err != nil {
 			return nil, err
