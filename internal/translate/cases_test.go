@@ -56,7 +56,7 @@ var goldenCases = []testCase{
 						Name: "web", Pos: pos(2), Image: "web:1", Scale: 2,
 						RunAsUser: &uid, RunAsGroup: &gid, Headless: true,
 						Annotations: map[string]string{"team": "a"}, Labels: map[string]string{"tier": "front"},
-						Ports: []compose.Port{{ContainerPort: 8080}, {ContainerPort: 9090, Protocol: "UDP"}},
+						Ports:   []compose.Port{{ContainerPort: 8080}, {ContainerPort: 9090, Protocol: "UDP"}},
 						Volumes: []compose.VolumeMount{{Kind: compose.VolumeTmpfs, Target: "/run", Size: "64Mi"}},
 						Secrets: []compose.FileMount{
 							{Source: "db_password", Target: "/run/secrets/db_password", Mode: &mode},
