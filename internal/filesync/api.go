@@ -33,7 +33,7 @@ type ClientOptions struct {
 	StateDir string
 	// Reset drops both sides' indexes on the first Run: everything is
 	// compared anew and every difference becomes a conflict (both kept).
-	Reset bool
+	Reset  bool
 	Logger *slog.Logger
 }
 
@@ -47,4 +47,3 @@ type ServerOptions struct {
 // ErrVersion is returned (wrapped) when the two ends speak different protocol
 // versions.
 var ErrVersion = errors.New("filesync: protocol version mismatch")
-

@@ -32,11 +32,11 @@ func (k Kind) String() string {
 
 // Entry is what one side knows about a path. The zero Entry means absent.
 type Entry struct {
-	Kind  Kind
-	Exec  bool   // any executable bit (files)
-	Size  int64  // files
-	MTime int64  // unix nanoseconds, as last seen on this side
-	Hash  uint64 // xxhash64 of the content (files)
+	Kind   Kind
+	Exec   bool   // any executable bit (files)
+	Size   int64  // files
+	MTime  int64  // unix nanoseconds, as last seen on this side
+	Hash   uint64 // xxhash64 of the content (files)
 	Target string // symlinks
 }
 

@@ -1,6 +1,9 @@
 package filesync
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 const (
 	opPut     byte = iota + 1 // a file; chunk frames follow
@@ -58,10 +61,30 @@ type resultMsg struct {
 	Folder  int
 	Path    string
 	OK      bool
+	Code    byte // why it failed: failChanged, failNotEmpty, failRefused, failOther
 	Err     string
 	State   Entry
 	To      string
 	ToState Entry
+}
+
+const (
+	failOther byte = iota
+	failChanged
+	failNotEmpty
+	failRefused
+)
+
+func failCode(err error) byte {
+	switch {
+	case errors.Is(err, errChanged):
+		return failChanged
+	case errors.Is(err, errNotEmpty):
+		return failNotEmpty
+	case errors.Is(err, errEscape), errors.Is(err, errIgnored):
+		return failRefused
+	}
+	return failOther
 }
 
 type getMsg struct {
@@ -124,6 +147,7 @@ func encodeMsg(e *encoder, m any) byte {
 		e.uvarint(uint64(m.Folder))
 		e.str(m.Path)
 		e.bool(m.OK)
+		e.byte1(m.Code)
 		e.str(m.Err)
 		e.entry(m.State)
 		e.str(m.To)
@@ -188,7 +212,7 @@ func decodeMsg(typ byte, body []byte) (any, error) {
 	case msgChunk:
 		m = &chunkMsg{ID: d.uvarint(), Last: d.bool(), Abort: d.bool(), Data: d.bytes()}
 	case msgResult:
-		m = &resultMsg{ID: d.uvarint(), Folder: d.folder(), Path: d.str(), OK: d.bool(), Err: d.str(), State: d.entry(), To: d.str(), ToState: d.entry()}
+		m = &resultMsg{ID: d.uvarint(), Folder: d.folder(), Path: d.str(), OK: d.bool(), Code: d.byte1(), Err: d.str(), State: d.entry(), To: d.str(), ToState: d.entry()}
 	case msgGet:
 		m = &getMsg{ID: d.uvarint(), Folder: d.folder(), Path: d.str(), Expect: d.entry()}
 	case msgFatal:

@@ -11,7 +11,7 @@ import (
 const (
 	// tmpPrefix starts the name of every temporary file the engine writes;
 	// scans and watchers skip such names and a start removes stale ones.
-	tmpPrefix = ".devtool-tmp-"
+	tmpPrefix  = ".devtool-tmp-"
 	maxPathLen = 4096
 	maxNameLen = 255
 )
