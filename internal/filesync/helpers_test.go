@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -72,12 +73,21 @@ func (p *pair) connect() {
 	p.cancel = cancel
 	p.done = make(chan error, 1)
 	p.sdone = make(chan error, 1)
-	a, b := net.Pipe()
+	var servers sync.WaitGroup
+	open := func() (io.ReadWriteCloser, error) {
+		a, b := net.Pipe()
+		servers.Add(1)
+		go func() {
+			defer servers.Done()
+			_ = Serve(ctx, b, ServerOptions{StateDir: p.serverDir, Logger: testLogger(p.t).With("side", "server")})
+		}()
+		return a, nil
+	}
 	go func() {
-		p.sdone <- Serve(ctx, b, ServerOptions{StateDir: p.serverDir, Logger: testLogger(p.t).With("side", "server")})
-	}()
-	go func() {
-		p.done <- p.c.Run(ctx, func() (io.ReadWriteCloser, error) { return a, nil })
+		err := p.c.Run(ctx, open)
+		servers.Wait()
+		p.sdone <- nil
+		p.done <- err
 	}()
 }
 
