@@ -288,7 +288,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		}
 		f.changed = f.changed || len(changed) > 0
 		c.sendRules(f)
-		if w, err := newWatcher(f.t.root); err != nil {
+		if w, err := newWatcher(f.t.root, f.t.ignoredDir); err != nil {
 			f.log.Warn("no file watcher, periodic rescans only", "err", err)
 		} else {
 			f.w = w

@@ -38,7 +38,14 @@ type Entry struct {
 	MTime  int64  // unix nanoseconds, as last seen on this side
 	Hash   uint64 // xxhash64 of the content (files)
 	Target string // symlinks
+	// racy: the mtime was within racyWindow of the moment the hash was
+	// taken, so a later write in the same timestamp tick could leave size and
+	// mtime unchanged; the hash is recomputed rather than trusted.
+	racy bool
 }
+
+// racyWindow covers the coarse clock file timestamps come from.
+const racyWindow = int64(100 * 1e6)
 
 // same reports whether two entries hold the same content for sync purposes:
 // mtimes differ between sides and do not count.
@@ -77,7 +84,14 @@ func (e *encoder) entry(x Entry) {
 	e.byte1(byte(x.Kind))
 	switch x.Kind {
 	case KindFile:
-		e.bool(x.Exec)
+		var flags byte
+		if x.Exec {
+			flags |= 1
+		}
+		if x.racy {
+			flags |= 2
+		}
+		e.byte1(flags)
 		e.varint(x.Size)
 		e.varint(x.MTime)
 		e.u64(x.Hash)
@@ -194,7 +208,8 @@ func (d *decoder) entry() Entry {
 	switch x.Kind {
 	case KindNone:
 	case KindFile:
-		x.Exec = d.bool()
+		flags := d.byte1()
+		x.Exec, x.racy = flags&1 != 0, flags&2 != 0
 		x.Size = d.varint()
 		x.MTime = d.varint()
 		x.Hash = d.u64()

@@ -439,7 +439,7 @@ func (s *server) startFolder(i int) {
 	if !first {
 		return
 	}
-	w, err := newWatcher(t.root)
+	w, err := newWatcher(t.root, t.ignoredDir)
 	if err != nil {
 		t.log.Warn("no file watcher, periodic rescans only", "err", err)
 		return

@@ -116,15 +116,17 @@ func (t *tree) statEntry(p string, fi fs.FileInfo, old Entry) (e Entry, ok bool,
 	switch m := fi.Mode(); {
 	case m.IsRegular():
 		e = Entry{Kind: KindFile, Exec: m.Perm()&0o111 != 0, Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
-		if old.Kind == KindFile && old.Size == e.Size && old.MTime == e.MTime {
+		if old.Kind == KindFile && old.Size == e.Size && old.MTime == e.MTime && !old.racy {
 			e.Hash = old.Hash
 			return e, true, nil
 		}
+		now := time.Now().UnixNano()
 		h, n, err := t.hashFile(p)
 		if err != nil {
 			return e, false, err
 		}
 		e.Hash, e.Size = h, n
+		e.racy = now-e.MTime < racyWindow
 		return e, true, nil
 	case m.IsDir():
 		return Entry{Kind: KindDir}, true, nil
@@ -224,6 +226,8 @@ func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[
 		if differs(old, e) {
 			t.idx[p] = e
 			*changed = append(*changed, item{Path: p, E: e})
+		} else if old.racy != e.racy {
+			t.idx[p] = e
 		}
 		if e.Kind == KindDir {
 			if err := t.walk(p, clean, seen, changed); err != nil && firstErr == nil {
@@ -278,6 +282,8 @@ func (t *tree) scanPaths(paths []string) (changed []item, rules bool) {
 		if differs(old, e) {
 			t.idx[p] = e
 			changed = append(changed, item{Path: p, E: e})
+		} else if old.racy != e.racy {
+			t.idx[p] = e
 		}
 		if e.Kind == KindDir && old.Kind != KindDir {
 			seen := map[string]struct{}{}
@@ -512,12 +518,16 @@ func (t *tree) record(p string, hash uint64) (Entry, error) {
 	}
 	old := Entry{}
 	if fi.Mode().IsRegular() {
-		old = Entry{Kind: KindFile, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Hash: hash}
+		mt := fi.ModTime().UnixNano()
+		old = Entry{Kind: KindFile, Size: fi.Size(), MTime: mt, Hash: hash, racy: time.Now().UnixNano()-mt < racyWindow}
 	}
+	racy := old.racy
+	old.racy = false
 	e, ok, err := t.statEntry(p, fi, old)
 	if err != nil || !ok {
 		return e, err
 	}
+	e.racy = racy
 	t.idx[p] = e
 	return e, nil
 }
@@ -691,4 +701,11 @@ func (t *tree) get(p string) Entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.idx[p]
+}
+
+// ignoredDir reports whether folder rel is outside the synchronization.
+func (t *tree) ignoredDir(rel string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ignored(rel, true)
 }

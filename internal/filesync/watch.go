@@ -3,6 +3,7 @@ package filesync
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,22 +22,24 @@ const (
 // hands over debounced batches of changed paths (relative, slash-separated).
 // A nil batch asks for a full rescan (events were lost).
 type watcher struct {
-	root string
-	w    *fsnotify.Watcher
-	out  chan []string
-	done chan struct{}
-	wg   sync.WaitGroup
+	root    string
+	ignored func(rel string) bool
+	w       *fsnotify.Watcher
+	out     chan []string
+	done    chan struct{}
+	wg      sync.WaitGroup
 
 	mu       sync.Mutex
 	degraded string // why watching is incomplete ("" when it is not)
 }
 
-func newWatcher(root string) (*watcher, error) {
+// newWatcher starts watching; ignored tells which new folders not to watch.
+func newWatcher(root string, ignored func(rel string) bool) (*watcher, error) {
 	fw, err := fsnotify.NewBufferedWatcher(4096)
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{root: root, w: fw, out: make(chan []string, 1), done: make(chan struct{})}
+	w := &watcher{root: root, ignored: ignored, w: fw, out: make(chan []string, 1), done: make(chan struct{})}
 	w.wg.Add(1)
 	go w.loop()
 	return w, nil
@@ -100,6 +103,13 @@ func (w *watcher) loop() {
 				continue
 			}
 			pending[rel] = struct{}{}
+			if ev.Has(fsnotify.Create) && !w.ignored(rel) {
+				// Watch a new folder at once; the rescan of the batch walks
+				// what was created in it before the watch took.
+				if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
+					w.addTree(rel, 0)
+				}
+			}
 		case err, ok := <-w.w.Errors:
 			if !ok {
 				return
@@ -131,6 +141,27 @@ func (w *watcher) loop() {
 			timerC = timer.C
 		} else if time.Since(first) < debounceMax {
 			timer.Reset(debounce)
+		}
+	}
+}
+
+// addTree watches folder rel and every folder below it that is not ignored.
+func (w *watcher) addTree(rel string, depth int) {
+	w.add(rel)
+	if depth > 256 {
+		return
+	}
+	ents, err := os.ReadDir(filepath.Join(w.root, filepath.FromSlash(rel)))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || skipName(e.Name()) {
+			continue
+		}
+		sub := join(rel, e.Name())
+		if !w.ignored(sub) {
+			w.addTree(sub, depth+1)
 		}
 	}
 }
