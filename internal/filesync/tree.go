@@ -359,6 +359,9 @@ func (t *tree) parents(p string) error {
 			continue
 		}
 		d := p[:i]
+		if t.idx[d].Kind == KindDir {
+			continue // known folder (a symlink put in its place shows up in a rescan; os.Root keeps writes inside the root anyway)
+		}
 		fi, err := t.r.Lstat(d)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -448,7 +451,11 @@ func (t *tree) beginPut(p string, e Entry, expect Entry) (*putFile, error) {
 		return nil, err
 	}
 	tmp := tmpName(dirOf(p))
-	f, err := t.r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	mode := os.FileMode(0o644)
+	if e.Exec {
+		mode = 0o755
+	}
+	f, err := t.r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -474,20 +481,19 @@ func (pf *putFile) abort() {
 // still is what was expected. It returns p's state afterwards.
 func (pf *putFile) commit() (Entry, error) {
 	t := pf.t
-	err := pf.f.Close()
-	if err == nil && (pf.n != pf.e.Size || pf.h.Sum64() != pf.e.Hash) {
+	var err error
+	if pf.n != pf.e.Size || pf.h.Sum64() != pf.e.Hash {
 		err = fmt.Errorf("%s: content changed while it was sent", pf.p)
 	}
-	mode := os.FileMode(0o644)
-	if pf.e.Exec {
-		mode = 0o755
-	}
-	if err == nil {
-		err = t.r.Chmod(pf.tmp, mode)
-	}
 	if err == nil && pf.e.MTime != 0 {
-		mt := time.Unix(0, pf.e.MTime)
-		err = t.r.Chtimes(pf.tmp, mt, mt)
+		err = setMTime(pf.f, t.r, pf.tmp, pf.e.MTime)
+	}
+	var fi fs.FileInfo
+	if err == nil {
+		fi, err = pf.f.Stat()
+	}
+	if cerr := pf.f.Close(); err == nil {
+		err = cerr
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -506,7 +512,11 @@ func (pf *putFile) commit() (Entry, error) {
 		cur, _ := t.current(pf.p)
 		return cur, err
 	}
-	return t.record(pf.p, pf.e.Hash)
+	mt := fi.ModTime().UnixNano()
+	e := Entry{Kind: KindFile, Exec: fi.Mode().Perm()&0o111 != 0, Size: fi.Size(), MTime: mt, Hash: pf.e.Hash,
+		racy: time.Now().UnixNano()-mt < racyWindow}
+	t.idx[pf.p] = e
+	return e, nil
 }
 
 // record puts p's state after a write into the index. Callers hold mu.
