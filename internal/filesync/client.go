@@ -593,12 +593,19 @@ func (c *Client) handle(ev any) {
 			changed, rules = f.t.scanPaths(m.paths)
 		}
 		if rules {
+			f.t.mu.Lock()
+			before := f.t.rules
+			f.t.mu.Unlock()
 			var err error
 			changed, err = f.t.scanAll(false)
 			if err != nil {
 				f.log.Warn("rescan", "err", err)
 			}
-			if m.paths != nil {
+			f.t.mu.Lock()
+			after := f.t.rules
+			f.t.mu.Unlock()
+			if !sameRules(before, after) {
+				f.log.Info("ignore rules changed")
 				c.sendRules(f) // the agent rescans with them and resends its index
 			}
 		}
@@ -934,4 +941,16 @@ func (c *Client) computeStatus() Status {
 		st.Folders = append(st.Folders, fs)
 	}
 	return st
+}
+
+func sameRules(a, b []ruleFile) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -412,6 +412,9 @@ func (s *server) finish(t *tree, i int, res *resultMsg, err error) {
 		res.OK = true
 	}
 	s.markDirty(i)
+	if dirs := t.takeNewDirs(); len(dirs) > 0 {
+		s.q.push(&entriesMsg{Folder: i, Items: dirs})
+	}
 	s.q.push(res)
 }
 

@@ -35,7 +35,8 @@ type tree struct {
 	ign       *ignore.Matcher
 	rules     []ruleFile // rules files found by the last full scan (client)
 	excludes  []string
-	readRules bool // read .gitignore/.devtoolignore while scanning (client)
+	readRules bool     // read .gitignore/.devtoolignore while scanning (client)
+	newDirs   []string // folders made by parents(), reported to the peer
 	buf       []byte
 }
 
@@ -369,6 +370,7 @@ func (t *tree) parents(p string) error {
 				return err
 			}
 			t.idx[d] = Entry{Kind: KindDir}
+			t.newDirs = append(t.newDirs, d)
 		case err != nil:
 			return err
 		case fi.Mode()&fs.ModeSymlink != 0:
@@ -718,4 +720,16 @@ func (t *tree) ignoredDir(rel string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.ignored(rel, true)
+}
+
+// takeNewDirs returns the folders made for parents since the last call.
+func (t *tree) takeNewDirs() []item {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []item
+	for _, d := range t.newDirs {
+		out = append(out, item{Path: d, E: t.idx[d]})
+	}
+	t.newDirs = nil
+	return out
 }
