@@ -233,6 +233,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 			return err
 		}
 		t.idx = f.local
+		t.neverSync(c.opts.StateDir)
 		t.readRules = true
 		t.excludes = c.opts.Excludes
 		f.t, trees[i], roots[i] = t, t, f.f.Remote

@@ -201,3 +201,24 @@ func TestWarmRestartAndReset(t *testing.T) {
 	p.c.Reset()
 	p.waitEqual(10 * time.Second)
 }
+
+func TestStateDirInsideFolderNeverSynced(t *testing.T) {
+	p := newPair(t, ClientOptions{})
+	p.clientDir = filepath.Join(p.local, ".devtool-state")
+	p.serverDir = filepath.Join(p.remote, ".devtool-state")
+	write(t, p.local, "a", "x")
+	for i := 0; i < 2; i++ {
+		p.start(ClientOptions{})
+		<-p.c.Synced()
+		time.Sleep(50 * time.Millisecond)
+		p.stop()
+	}
+	for _, d := range []string{p.clientDir, p.serverDir} {
+		if ents, _ := os.ReadDir(d); len(ents) != 1 {
+			t.Fatalf("%s holds %v: a state dir inside the folder was synced", d, ents)
+		}
+	}
+	if readFile(t, filepath.Join(p.remote, "a")) != "x" {
+		t.Fatal("a not synced")
+	}
+}

@@ -70,6 +70,7 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 			err = terr
 			break
 		}
+		t.neverSync(opts.StateDir)
 		s.trees = append(s.trees, t)
 		s.folders = append(s.folders, &sfolder{})
 	}

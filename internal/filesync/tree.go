@@ -37,6 +37,7 @@ type tree struct {
 	excludes  []string
 	readRules bool     // read .gitignore/.devtoolignore while scanning (client)
 	newDirs   []string // folders made by parents(), reported to the peer
+	never     []string // relative paths never synced (devtool's own state inside the folder)
 	buf       []byte
 }
 
@@ -78,6 +79,11 @@ func skipName(name string) bool {
 
 // ignored reports whether p is outside the synchronization. Callers hold mu.
 func (t *tree) ignored(p string, isDir bool) bool {
+	for _, n := range t.never {
+		if isUnder(p, n) {
+			return true
+		}
+	}
 	for _, part := range strings.Split(p, "/") {
 		if skipName(part) {
 			return true
@@ -205,7 +211,7 @@ func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[
 			}
 			continue
 		}
-		if skipName(n) || t.ign.Match(p, de.IsDir()) {
+		if skipName(n) || t.ign.Match(p, de.IsDir()) || t.isNever(p) {
 			continue
 		}
 		fi, err := de.Info()
@@ -732,4 +738,30 @@ func (t *tree) takeNewDirs() []item {
 	}
 	t.newDirs = nil
 	return out
+}
+
+func (t *tree) isNever(p string) bool {
+	for _, n := range t.never {
+		if isUnder(p, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// neverSync keeps dir (absolute; devtool's state) out of the sync when it
+// lies inside the folder.
+func (t *tree) neverSync(dir string) {
+	if dir == "" {
+		return
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return
+	}
+	rel, err := filepath.Rel(t.root, abs)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return
+	}
+	t.never = append(t.never, filepath.ToSlash(rel))
 }
