@@ -1,13 +1,39 @@
 // Package filesync is devtool's two-way file synchronization engine: the local
-// end (Client) and the remote end (Serve), which talk over one byte stream (an
-// SSH subsystem channel in production).
+// end (Client, in `up`) and the remote end (Serve, in devtool-agent), which talk
+// over one byte stream (the SSH subsystem channel "devtool-sync").
 //
-// Reconciliation is three-way: the client keeps, per folder, the base index of
-// the last state both sides agreed on, so an edit on one side is told apart
-// from an edit on the other, a delete from a file never seen, and a conflict
-// from an update. Conflicts keep both versions. Every write on either side is
-// conditional on the state the decision was made from, so a concurrent edit is
-// never overwritten.
+// Reconciliation is three-way and decided by the client alone. Per folder it
+// keeps the base (the last state both sides agreed on), its local index and a
+// mirror of the agent's index. For each changed path: equal sides update the
+// base; a side that differs from the base while the other does not is
+// propagated; when both changed, an edit wins over a delete, a folder wins over
+// a file or link (which is moved aside), and of two file versions the local one
+// keeps the name while the remote one is kept beside it as
+// name.conflict-remote-YYYYMMDD-HHMMSS.ext. Renames are a delete plus a
+// create. Every operation on either side carries the state it was decided from
+// and is refused if the path changed meanwhile (then reconciled again), so a
+// concurrent edit is never overwritten. Files are received into a temporary
+// file (".devtool-tmp-*") beside their path and renamed over it, under an
+// os.Root, after checking that every parent is a real folder: no peer path
+// leaves the folder (.., absolute, through a symlink).
+//
+// Indexes persist: the client's (base and local) under ClientOptions.StateDir,
+// the agent's (a content-hash cache) under ServerOptions.StateDir. A file is
+// rehashed only when its size or mtime changed, or when its mtime was too close
+// to the moment it was hashed to be trusted. A session starts with the agent
+// sending its whole index, so a warm session moves only what changed.
+//
+// The stream: each side sends "DTSY" and the protocol version (a mismatch fails
+// with ErrVersion, naming both); then blocks of at most 1 MiB of frames,
+// zstd-compressed when that shrinks them by an eighth, sent whenever the
+// outgoing queue runs dry. The decoder bounds every length. File data goes in
+// 128 KiB chunks, so memory follows the index, not file sizes.
+//
+// Ignore rules: .gitignore and .devtoolignore at every level (see package
+// ignore) and ClientOptions.Excludes; .git, temporary files and a state folder
+// inside a synced folder are never synced. The client's rules are sent to the
+// agent, so both sides ignore the same paths; a path that becomes ignored is
+// forgotten, never deleted.
 package filesync
 
 import (

@@ -49,23 +49,28 @@ type PathError struct {
 	Time time.Time `json:"time"`
 }
 
-// Percent is the completion over every folder (weighted by files), 0..100.
+// Percent is the completion over every folder, weighted by their number of
+// paths, 0..100. A folder whose remote index has not arrived yet counts as
+// 0 %.
 func (s Status) Percent() float64 {
-	files, pending := 0, 0
+	files, done := 0, 0.0
 	for _, f := range s.Folders {
-		if f.Percent == 0 && f.Files == 0 && !s.Synced {
-			return 0
+		if f.Files == 0 {
+			if f.Percent < 100 {
+				return 0
+			}
+			continue
 		}
 		files += f.Files
-		pending += f.Pending
+		done += f.Percent / 100 * float64(f.Files)
 	}
 	if files == 0 {
-		if s.Synced {
+		if len(s.Folders) > 0 {
 			return 100
 		}
 		return 0
 	}
-	return 100 * float64(files-pending) / float64(files)
+	return 100 * done / float64(files)
 }
 
 // StatusHandler serves the client's Status as JSON behind HTTP basic auth.

@@ -55,3 +55,20 @@ func TestServeStatus(t *testing.T) {
 		t.Fatal("ServeStatus did not return after its listener closed")
 	}
 }
+
+func TestStatusPercent(t *testing.T) {
+	for _, c := range []struct {
+		st   Status
+		want float64
+	}{
+		{Status{}, 0},
+		{Status{Folders: []FolderStatus{{Files: 0, Percent: 0}}}, 0},
+		{Status{Folders: []FolderStatus{{Files: 0, Percent: 100}}}, 100},
+		{Status{Folders: []FolderStatus{{Files: 10, Pending: 5, Percent: 50}, {Files: 30, Percent: 100}}}, 87.5},
+		{Status{Folders: []FolderStatus{{Files: 10, Percent: 0}, {Files: 0, Percent: 0}}}, 0},
+	} {
+		if got := c.st.Percent(); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.st, got, c.want)
+		}
+	}
+}
