@@ -401,9 +401,19 @@ func (f *cfolder) addErr(p, msg string) {
 }
 
 // markDirty queues p for reconciliation; a folder above it that failed (a
-// removal of a non-empty folder) is tried again too.
+// removal of a non-empty folder) is tried again too, and so are paths below.
 func (f *cfolder) markDirty(p string) {
 	f.dirty[p] = struct{}{}
+	// Paths below p that failed (their folder was a file there) are tried
+	// again too.
+	if n := len(f.failed); n > 0 && n < 10000 {
+		for q := range f.failed {
+			if len(q) > len(p) && q[len(p)] == '/' && q[:len(p)] == p {
+				delete(f.failed, q)
+				f.dirty[q] = struct{}{}
+			}
+		}
+	}
 	for i := len(p) - 1; i > 0; i-- {
 		if p[i] == '/' {
 			if _, ok := f.failed[p[:i]]; ok {
