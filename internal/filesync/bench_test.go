@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"testing"
@@ -375,7 +376,7 @@ func BenchmarkIdle100k(b *testing.B) {
 	start := time.Now()
 	r := startSync(b, s, local, remote, filepath.Join(dir, "cstate"))
 	r.wait(b)
-	b.ReportMetric(time.Since(start).Seconds(), "initial-s")
+	initial := time.Since(start)
 	defer r.stop()
 	time.Sleep(2 * time.Second)
 	b.ResetTimer()
@@ -385,5 +386,10 @@ func BenchmarkIdle100k(b *testing.B) {
 		time.Sleep(10 * time.Second)
 		b.ReportMetric(100*float64(cpuTime()-cpu0)/float64(time.Since(t0)), "cpu-%")
 		b.ReportMetric(float64(rssBytes())/(1<<20), "rss-MiB")
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heap-live-MiB")
 	}
+	b.ReportMetric(initial.Seconds(), "initial-s")
 }
