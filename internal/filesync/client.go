@@ -25,11 +25,12 @@ type Client struct {
 	resetCh    chan struct{}
 
 	// engine state, owned by the goroutine in Run
-	nextID uint64
-	ops    map[uint64]*pendingOp
-	inbox  *queue[any]
-	out    *queue[any]
-	start  time.Time
+	nextID   uint64
+	ops      map[uint64]*pendingOp
+	inbox    *queue[any]
+	out      *queue[any]
+	start    time.Time
+	statusAt time.Time
 
 	getsMu sync.Mutex
 	gets   map[uint64]*pendingOp // pulls, read by the stream reader
@@ -281,6 +282,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 	c.mu.Lock()
 	c.connected = true
 	c.mu.Unlock()
+	c.updateStatus(true)
 
 	for i, f := range c.folders {
 		changed, err := f.t.scanAll(true)
@@ -306,6 +308,17 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 					}
 				}
 			}()
+		}
+		// What changed between the scan and the watches taking effect.
+		if f.w != nil {
+			if more, err := f.t.scanAll(false); err == nil {
+				for _, it := range more {
+					f.changed = true
+					if it.E.Kind == KindDir {
+						f.w.add(it.Path)
+					}
+				}
+			}
 		}
 		f.log.Info("local index ready", "entries", len(f.t.idx), "took", time.Since(c.start))
 	}
@@ -334,6 +347,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 				c.handle(ev)
 			}
 		case <-tick.C:
+			c.updateStatus(true)
 			for _, f := range c.folders {
 				if f.changed {
 					c.save(f)
@@ -708,7 +722,7 @@ func (c *Client) iterate() {
 			break
 		}
 	}
-	c.updateStatus()
+	c.updateStatus(false)
 }
 
 // reconcile decides what to do with p from its base, local and remote states.
@@ -905,7 +919,7 @@ func (c *Client) conflict(f *cfolder, p, to, side string) {
 
 // updateStatus publishes the engine's state and closes Synced once every
 // folder has caught up the first time.
-func (c *Client) updateStatus() {
+func (c *Client) updateStatus(force bool) {
 	all := true
 	for _, f := range c.folders {
 		if !f.done && f.remoteReady && len(f.dirty) == 0 && len(f.inflight) == 0 && len(f.diff) <= len(f.failed) {
@@ -916,13 +930,19 @@ func (c *Client) updateStatus() {
 		}
 		all = all && f.done
 	}
+	if all {
+		c.syncedOnce.Do(func() { close(c.synced) })
+	}
+	// Computing the status walks the differing paths: at most every 100 ms
+	// while busy (the save tick refreshes it when things are quiet).
+	if !all && !force && time.Since(c.statusAt) < 100*time.Millisecond {
+		return
+	}
+	c.statusAt = time.Now()
 	st := c.computeStatus()
 	c.mu.Lock()
 	c.status = st
 	c.mu.Unlock()
-	if all {
-		c.syncedOnce.Do(func() { close(c.synced) })
-	}
 }
 
 func (c *Client) computeStatus() Status {
@@ -942,6 +962,9 @@ func (c *Client) computeStatus() Status {
 		}
 		fs.Files = len(f.base) + extra
 		fs.Pending = len(f.diff)
+		if !f.remoteReady {
+			fs.Pending = fs.Files // nothing is known to be in sync before the agent's index
+		}
 		if f.remoteReady && fs.Files > 0 {
 			fs.Percent = 100 * float64(fs.Files-fs.Pending) / float64(fs.Files)
 		} else if f.remoteReady {

@@ -461,6 +461,7 @@ func (s *server) startFolder(i int) {
 	f.mu.Lock()
 	f.w, f.stopFwd = w, stop
 	f.mu.Unlock()
+	s.rescan(i, nil) // what changed between the scan and the watches taking effect
 	s.fwd.Add(1)
 	go func() {
 		defer s.fwd.Done()
