@@ -458,7 +458,7 @@ func (c *Client) read(fr *frameReader) error {
 			return err
 		}
 		switch m := m.(type) {
-		case *entriesMsg, *resultMsg:
+		case *entriesMsg, *resultMsg, *noticeMsg:
 			c.inbox.push(m)
 		case *opMsg:
 			if put != nil {
@@ -609,6 +609,12 @@ func (c *Client) handle(ev any) {
 				code = failChanged // the local path changed before it could be sent
 			}
 			c.failed(f, op, code, m.err.Error(), f.t.get(op.path), f.remote[op.path])
+		}
+	case *noticeMsg:
+		if m.Folder < len(c.folders) {
+			f := c.folders[m.Folder]
+			f.log.Warn("notice from the agent", "text", m.Text)
+			f.addErr("", m.Text)
 		}
 	case *watchBatch:
 		f := c.folders[m.folder]

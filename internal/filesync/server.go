@@ -456,6 +456,7 @@ func (s *server) startFolder(i int) {
 	}
 	if r := w.degradedReason(); r != "" {
 		t.log.Warn("file watching incomplete", "reason", r)
+		s.q.push(&noticeMsg{Folder: i, Text: "agent: " + r})
 	}
 	stop := make(chan struct{})
 	f.mu.Lock()
