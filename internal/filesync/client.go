@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -937,7 +938,12 @@ func (c *Client) updateStatus(force bool) {
 		all = all && f.done
 	}
 	if all {
-		c.syncedOnce.Do(func() { close(c.synced) })
+		c.syncedOnce.Do(func() {
+			close(c.synced)
+			// The initial transfer's buffers and queues are garbage now:
+			// give them back, so an idle `up` holds about its indexes.
+			debug.FreeOSMemory()
+		})
 	}
 	// Computing the status walks the differing paths: at most every 100 ms
 	// while busy (the save tick refreshes it when things are quiet).
