@@ -176,19 +176,21 @@ func (d *Docker) Build(ctx context.Context, req Request) (Result, error) {
 	return d.buildWithBuildKit(ctx, req, db)
 }
 
-// buildWithBuildKit builds with the daemon's BuildKit into the daemon's image store ("moby" exporter),
-// then pushes with the daemon, as buildx's docker driver does.
-func (d *Docker) buildWithBuildKit(ctx context.Context, req Request, db daemonBuilder) (Result, error) {
+// dockerSolveSpec is how a build runs on the BuildKit of a Docker daemon: into its image store
+// (exporter "moby"), base images it has preferred to the registry's (as its classic builder does), the
+// cache inline in the image unless the daemon keeps its images in containerd, RUN steps on networkMode,
+// and the ignore rules applied on this side.
+func dockerSolveSpec(db daemonBuilder, networkMode string, ignore []string) (solveSpec, error) {
 	spec := solveSpec{
-		exporter: "moby",
-		// base images the daemon already has are used, as the classic builder does
+		exporter:      "moby",
 		frontendAttrs: map[string]string{"image-resolve-mode": pb.AttrImageResolveModePreferLocal},
 		inlineCache:   !db.containerdStore,
+		ignore:        ignore,
 	}
 	if db.containerdStore {
 		spec.exportAttrs = map[string]string{"prefer-image-digest": "true"}
 	}
-	switch d.NetworkMode {
+	switch networkMode {
 	case "", "default":
 	case "none":
 		spec.frontendAttrs["force-network-mode"] = "none"
@@ -196,14 +198,23 @@ func (d *Docker) buildWithBuildKit(ctx context.Context, req Request, db daemonBu
 		spec.frontendAttrs["force-network-mode"] = "host"
 		spec.entitlements = []string{"network.host"}
 	default:
-		return Result{}, fmt.Errorf("network mode %q: BuildKit only knows default, none and host", d.NetworkMode)
+		return solveSpec{}, fmt.Errorf("network mode %q: the BuildKit of a Docker daemon only knows default, none and host", networkMode)
 	}
+	return spec, nil
+}
+
+// buildWithBuildKit builds with the daemon's BuildKit into the daemon's image store ("moby" exporter),
+// then pushes with the daemon, as buildx's docker driver does.
+func (d *Docker) buildWithBuildKit(ctx context.Context, req Request, db daemonBuilder) (Result, error) {
 	// The daemon's Dockerfile frontend may predate "<Dockerfile>.dockerignore": apply the rules here.
 	ignore, err := ignorePatterns(req.Context, req.dockerfilePath())
 	if err != nil {
 		return Result{}, err
 	}
-	spec.ignore = ignore
+	spec, err := dockerSolveSpec(db, d.NetworkMode, ignore)
+	if err != nil {
+		return Result{}, err
+	}
 	opt, err := solveOptions(req, spec)
 	if err != nil {
 		return Result{}, err

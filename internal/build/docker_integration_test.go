@@ -10,7 +10,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,7 +154,7 @@ func TestDockerCacheExportImport(t *testing.T) {
 	if digestOf(t, cacheRef) == "" {
 		t.Fatal("no cache pushed")
 	}
-	pruneDocker(t, d, ref1, cacheRef, env.busyboxBase)
+	pruneDocker(t, d, ref1, cacheRef)
 	var p2 bytes.Buffer
 	if _, err := d.Build(ctx, Request{Context: dir, Tags: []string{ref2}, Push: true,
 		CacheFrom: []string{cacheRef}, Progress: &p2, ProgressMode: "plain"}); err != nil {
@@ -299,4 +301,107 @@ func daemonProxy(t *testing.T, sock string, oldAPI bool) string {
 	go func() { _ = srv.Serve(ln); close(done) }()
 	t.Cleanup(func() { srv.Close(); <-done })
 	return path
+}
+
+// A build canceled during a RUN step returns the cancellation, and neither it nor a finished build
+// leaves a goroutine of the BuildKit client, its session or the Engine API client behind.
+func TestDockerBuildKitCancelLeavesNothingRunning(t *testing.T) {
+	host := dockerd(t)
+	before, _ := clientGoroutines()
+	d, err := NewDocker(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.NetworkMode = "none"
+	mustUseBuildKit(t, d)
+	dir := t.TempDir()
+	stamp := time.Now().Format(time.RFC3339Nano)
+	writeFiles(t, dir, map[string]string{
+		"Dockerfile": "FROM " + env.busyboxBase + "\nRUN --mount=type=secret,id=s cat /run/secrets/s > /s\n" +
+			"ARG SLEEP\nRUN echo " + stamp + " && sleep $SLEEP\n",
+		"s": "secret\n",
+	})
+	req := Request{Context: dir, Tags: []string{env.regHost + "/it/leak:1"}, Push: true,
+		Secrets: []Secret{{ID: "s", Src: filepath.Join(dir, "s")}}, Args: map[string]string{"SLEEP": "0"}}
+	var p1 bytes.Buffer
+	req.Progress, req.ProgressMode = &p1, "plain"
+	if _, err := d.Build(context.Background(), req); err != nil {
+		t.Fatalf("%v\n%s", err, p1.String())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &watchWriter{want: "sleep 600", seen: make(chan struct{})}
+	req.Args = map[string]string{"SLEEP": "600"}
+	req.Progress = w
+	errc := make(chan error, 1)
+	go func() { _, err := d.Build(ctx, req); errc <- err }()
+	select {
+	case <-w.seen:
+	case err := <-errc:
+		t.Fatalf("the build ended before its RUN step: %v\n%s", err, w.String())
+	}
+	cancel()
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("canceled build: %v", err)
+	}
+	_ = d.Close()
+	waitGoroutines(t, before)
+}
+
+// watchWriter collects progress and closes seen once it holds want.
+type watchWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func (w *watchWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// clientGoroutines counts the goroutines of gRPC, the BuildKit client and its session, fsutil, and
+// HTTP client connections (the registry server's own connections are not counted).
+func clientGoroutines() (int, string) {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n, kept := 0, []string{}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, mark := range []string{"google.golang.org/grpc", "github.com/moby/buildkit", "github.com/tonistiigi/fsutil", "net/http.(*persistConn)", "docker/docker/client"} {
+			if strings.Contains(g, mark) {
+				n++
+				kept = append(kept, g)
+				break
+			}
+		}
+	}
+	return n, strings.Join(kept, "\n\n")
+}
+
+// waitGoroutines waits (up to 10 s) for the client goroutines to come back to the count before.
+func waitGoroutines(t *testing.T, before int, _ ...string) {
+	t.Helper()
+	var now int
+	var stacks string
+	for i := 0; i < 100; i++ {
+		if now, stacks = clientGoroutines(); now <= before {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("%d client goroutines left running (%d before):\n%s", now, before, stacks)
 }
