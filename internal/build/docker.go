@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/docker/docker/api/types"
 	dockerbuild "github.com/docker/docker/api/types/build"
@@ -33,15 +34,16 @@ const DefaultDockerHost = "unix:///var/run/docker.sock"
 // Docker builds with a Docker daemon through the Engine API, with the daemon's own BuildKit (the
 // BuildKit client over the Engine API's /grpc and /session endpoints, as `docker buildx` does with
 // its docker driver), so secrets, targets and cache import and export work as with a BuildKit daemon.
-// A daemon without BuildKit (Engine API older than 1.39, or a Windows daemon that does not announce
-// it) builds with its classic builder. Images are pushed with the daemon.
+// A daemon without BuildKit (Engine API older than 1.39, a Windows daemon that does not announce it,
+// or one whose /grpc does not answer) builds with its classic builder. Images are pushed with the daemon.
 type Docker struct {
 	// Host is the daemon address: unix:///var/run/docker.sock, tcp://HOST:PORT, ...
 	Host string
 	// NetworkMode for RUN steps; "" is the daemon's default (tests with a daemon without a bridge use "none").
 	// With BuildKit only "", "default", "none" and "host" exist.
 	NetworkMode string
-	// Classic makes the daemon build with its classic builder even when it has BuildKit (as DOCKER_BUILDKIT=0 does).
+	// Classic makes the daemon build with its classic builder even when it has BuildKit (as DOCKER_BUILDKIT=0
+	// does). Set it before the first Build.
 	Classic bool
 
 	client *dockerclient.Client
@@ -103,6 +105,10 @@ func builderFromPing(p types.Ping) daemonBuilder {
 	return daemonBuilder{buildKit: true}
 }
 
+// buildKitProbeTimeout bounds the question to the daemon's BuildKit (a /grpc that accepts the upgrade
+// but never answers would otherwise hang the build).
+const buildKitProbeTimeout = 30 * time.Second
+
 // builder finds out (once per Docker value) what the daemon builds with: /_ping, then, when it should
 // have BuildKit, the BuildKit workers over /grpc (a daemon whose BuildKit does not answer builds
 // with its classic builder).
@@ -123,12 +129,14 @@ func (d *Docker) builder(ctx context.Context) (daemonBuilder, error) {
 		db = builderFromPing(p)
 	}
 	if db.buildKit {
-		c, err := d.buildKitClient(ctx)
+		pctx, cancel := context.WithTimeout(ctx, buildKitProbeTimeout)
+		c, err := d.buildKitClient(pctx)
 		var workers []*client.WorkerInfo
 		if err == nil {
-			workers, err = c.ListWorkers(ctx)
+			workers, err = c.ListWorkers(pctx)
 			c.Close()
 		}
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return daemonBuilder{}, ctx.Err()
