@@ -184,48 +184,6 @@ func TestContentHashSkip(t *testing.T) {
 	}
 }
 
-// The Docker Engine API builder: multi-stage from the local base image, push, cache export as an image.
-func TestDockerBuildAndPush(t *testing.T) {
-	host := dockerd(t)
-	d, err := NewDocker(host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	d.NetworkMode = "none" // the private daemon has no bridge network
-	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{
-		"docker/app.Dockerfile": "# syntax=docker/dockerfile:1\nFROM " + env.busyboxBase + " AS prep\nARG V\nCOPY in.txt /in.txt\n" +
-			"RUN mkdir /out && cp /in.txt /out/ && echo $V > /out/v\nFROM scratch\nCOPY --from=prep /out/ /\n",
-		"in.txt":        "docker input\n",
-		"secret.env":    "nope",
-		".dockerignore": "secret.env\n",
-	})
-	ref := env.regHost + "/it/docker-multi:1"
-	var progress bytes.Buffer
-	res, err := d.Build(context.Background(), Request{Context: dir, Dockerfile: "docker/app.Dockerfile", Tags: []string{ref},
-		Push: true, Args: map[string]string{"V": "42"}, ExportCache: env.regHost + "/it/docker-multi:cache",
-		Progress: &progress, ProgressMode: "plain"})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
-	}
-	if res.Digest == "" || res.Digest != digestOf(t, ref) {
-		t.Errorf("digest %q vs registry %s", res.Digest, digestOf(t, ref))
-	}
-	files, _ := imageFiles(t, ref)
-	if files["in.txt"] != "docker input\n" || files["v"] != "42\n" {
-		t.Fatalf("files %v", files)
-	}
-	digestOf(t, env.regHost+"/it/docker-multi:cache")
-
-	// Secrets need BuildKit: a clear error, not a silent build without them.
-	_, err = d.Build(context.Background(), Request{Context: dir, Dockerfile: "docker/app.Dockerfile", Tags: []string{ref},
-		Secrets: []Secret{{ID: "x", Src: filepath.Join(dir, "in.txt")}}})
-	if err == nil || !strings.Contains(err.Error(), "BUILDKIT_HOST") {
-		t.Errorf("secret with docker: %v", err)
-	}
-}
-
 // Select with DOCKER_HOST only picks the Docker daemon; with BUILDKIT_HOST (HOST:PORT) BuildKit.
 func TestSelectReal(t *testing.T) {
 	host := dockerd(t)

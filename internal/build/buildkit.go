@@ -73,15 +73,50 @@ func (b *BuildKit) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, fmt.Errorf("connecting to BuildKit at %s: %w", b.Addr, err)
 	}
 	defer c.Close()
-
-	dockerfile := req.dockerfilePath()
-	ctxFS, err := fsutil.NewFS(req.Context)
+	opt, err := solveOptions(req, solveSpec{exporter: client.ExporterImage, push: req.Push})
 	if err != nil {
 		return Result{}, err
 	}
+	resp, err := solve(ctx, c, opt, req)
+	if err != nil {
+		return Result{}, fmt.Errorf("building %s with %s: %w", req.Tags[0], b.Name(), err)
+	}
+	return Result{Ref: req.Tags[0], Digest: resp.ExporterResponse[exptypes.ExporterImageDigestKey]}, nil
+}
+
+// solveSpec is what differs between the builders that share the BuildKit solve (a BuildKit daemon,
+// and the BuildKit inside a Docker daemon).
+type solveSpec struct {
+	// exporter is the exporter type: client.ExporterImage, or "moby" (a Docker daemon's image store).
+	exporter string
+	// push makes the exporter push the tags itself.
+	push bool
+	// inlineCache exports the build cache into the image's config (the only cache export of a Docker
+	// daemon with its own image store) instead of to the registry at Request.ExportCache.
+	inlineCache bool
+	// exportAttrs and frontendAttrs are added to the exporter's and the Dockerfile frontend's attributes.
+	exportAttrs, frontendAttrs map[string]string
+	entitlements               []string
+	// ignore, when set, are .dockerignore patterns applied to the context on this side too (daemons whose
+	// frontend predates "<Dockerfile>.dockerignore").
+	ignore []string
+}
+
+// solveOptions makes the solve of a Dockerfile build with the daemon's built-in Dockerfile frontend.
+func solveOptions(req Request, spec solveSpec) (client.SolveOpt, error) {
+	dockerfile := req.dockerfilePath()
+	ctxFS, err := fsutil.NewFS(req.Context)
+	if err != nil {
+		return client.SolveOpt{}, err
+	}
+	if len(spec.ignore) > 0 {
+		if ctxFS, err = fsutil.NewFilterFS(ctxFS, &fsutil.FilterOpt{ExcludePatterns: spec.ignore}); err != nil {
+			return client.SolveOpt{}, fmt.Errorf(".dockerignore: %w", err)
+		}
+	}
 	dfFS, err := fsutil.NewFS(filepath.Dir(dockerfile))
 	if err != nil {
-		return Result{}, err
+		return client.SolveOpt{}, err
 	}
 	attrs := map[string]string{
 		"filename": filepath.Base(dockerfile),
@@ -101,19 +136,25 @@ func (b *BuildKit) Build(ctx context.Context, req Request) (Result, error) {
 		}
 		attrs["build-arg:"+k] = v
 	}
-	insecure := allLoopback(append(append([]string{}, req.Tags...), req.ExportCache))
-	exportAttrs := map[string]string{"name": strings.Join(req.Tags, ",")}
-	if req.Push {
-		exportAttrs["push"] = "true"
+	for k, v := range spec.frontendAttrs {
+		attrs[k] = v
 	}
-	if insecure {
-		exportAttrs["registry.insecure"] = "true"
+	exportAttrs := map[string]string{"name": strings.Join(req.Tags, ",")}
+	if spec.push {
+		exportAttrs["push"] = "true"
+		if allLoopback(append(append([]string{}, req.Tags...), req.ExportCache)) {
+			exportAttrs["registry.insecure"] = "true"
+		}
+	}
+	for k, v := range spec.exportAttrs {
+		exportAttrs[k] = v
 	}
 	opt := client.SolveOpt{
-		Frontend:      "dockerfile.v0",
-		FrontendAttrs: attrs,
-		LocalMounts:   map[string]fsutil.FS{"context": ctxFS, "dockerfile": dfFS},
-		Exports:       []client.ExportEntry{{Type: client.ExporterImage, Attrs: exportAttrs}},
+		Frontend:            "dockerfile.v0",
+		FrontendAttrs:       attrs,
+		LocalMounts:         map[string]fsutil.FS{"context": ctxFS, "dockerfile": dfFS},
+		Exports:             []client.ExportEntry{{Type: spec.exporter, Attrs: exportAttrs}},
+		AllowedEntitlements: spec.entitlements,
 		Session: []session.Attachable{authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{
 			ConfigFile: dockerconfig.LoadDefaultConfigFile(io.Discard),
 		})},
@@ -125,11 +166,14 @@ func (b *BuildKit) Build(ctx context.Context, req Request) (Result, error) {
 		}
 		store, err := secretsprovider.NewStore(srcs)
 		if err != nil {
-			return Result{}, err
+			return client.SolveOpt{}, err
 		}
 		opt.Session = append(opt.Session, secretsprovider.NewSecretProvider(store))
 	}
-	if req.ExportCache != "" {
+	switch {
+	case req.ExportCache != "" && spec.inlineCache:
+		opt.CacheExports = append(opt.CacheExports, client.CacheOptionsEntry{Type: "inline", Attrs: map[string]string{}})
+	case req.ExportCache != "":
 		a := map[string]string{"ref": req.ExportCache, "mode": "max"}
 		if allLoopback([]string{req.ExportCache}) {
 			a["registry.insecure"] = "true"
@@ -143,7 +187,11 @@ func (b *BuildKit) Build(ctx context.Context, req Request) (Result, error) {
 		}
 		opt.CacheImports = append(opt.CacheImports, client.CacheOptionsEntry{Type: "registry", Attrs: a})
 	}
+	return opt, nil
+}
 
+// solve runs the solve and shows its progress on req.Progress in req.ProgressMode.
+func solve(ctx context.Context, c *client.Client, opt client.SolveOpt, req Request) (*client.SolveResponse, error) {
 	mode := progressui.DisplayMode(req.ProgressMode)
 	if mode == "" {
 		mode = progressui.AutoMode
@@ -154,7 +202,7 @@ func (b *BuildKit) Build(ctx context.Context, req Request) (Result, error) {
 	}
 	disp, err := progressui.NewDisplay(out, mode)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	ch := make(chan *client.SolveStatus)
 	var resp *client.SolveResponse
@@ -169,9 +217,9 @@ func (b *BuildKit) Build(ctx context.Context, req Request) (Result, error) {
 		return err
 	})
 	if err := eg.Wait(); err != nil {
-		return Result{}, fmt.Errorf("building %s with %s: %w", req.Tags[0], b.Name(), err)
+		return nil, err
 	}
-	return Result{Ref: req.Tags[0], Digest: resp.ExporterResponse[exptypes.ExporterImageDigestKey]}, nil
+	return resp, nil
 }
 
 // allLoopback reports whether every non-empty reference names a registry on this machine

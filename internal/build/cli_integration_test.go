@@ -31,12 +31,17 @@ func write(t *testing.T, dir string, files map[string]string) {
 // runBuild runs `devtool build args...` in dir against the test buildkitd and registry.
 func runBuild(t *testing.T, dir string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ios, _, out, errOut := iostreams.Test()
-	vars := map[string]string{
+	return runBuildEnv(t, dir, map[string]string{
 		build.EnvBuildKitHost: strings.TrimPrefix(build.HarnessBuildKit(t), "tcp://"), // HOST:PORT, as the spec writes it
 		build.EnvRegistry:     build.HarnessRegistry(),
 		build.EnvDockerHost:   "unix:///nonexistent/docker.sock",
-	}
+	}, args...)
+}
+
+// runBuildEnv runs `devtool build args...` in dir with the environment vars.
+func runBuildEnv(t *testing.T, dir string, vars map[string]string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ios, _, out, errOut := iostreams.Test()
 	f := &cmdutil.Factory{IOStreams: ios, Getenv: func(k string) string { return vars[k] }, WorkDir: dir,
 		Target: func(k cmdutil.KubeFlags) (*cmdutil.Target, error) { return &cmdutil.Target{Namespace: "team"}, nil }}
 	cmd := buildcmd.NewCmd(f, nil)
@@ -116,5 +121,36 @@ func TestDevtoolBuildDockerfileWithSecret(t *testing.T) {
 	}
 	if f := build.HarnessImageFiles(t, ref); f["copied"] != "token=abc\n" {
 		t.Errorf("files: copied=%q", f["copied"])
+	}
+}
+
+// `devtool build --secret` on the Docker backend (no BUILDKIT_HOST) builds with the daemon's BuildKit
+// instead of refusing the secret. The private daemon has no network for RUN steps, which the command
+// cannot turn off, so the Dockerfile has none (the secret reaching RUN is TestDockerMultiStageSecretTarget).
+func TestDevtoolBuildSecretOnDocker(t *testing.T) {
+	reg := build.HarnessRegistry()
+	dir := t.TempDir()
+	write(t, dir, map[string]string{
+		"Dockerfile": "FROM " + build.HarnessBusybox() + " AS base\nFROM scratch AS app\nCOPY --from=base /bin/busybox /busybox\nCOPY app.txt /\n",
+		"app.txt":    "app\n",
+		"npmrc":      "token=abc\n",
+	})
+	ref := reg + "/direct/docker-app:dev"
+	stdout, stderr, err := runBuildEnv(t, dir, map[string]string{
+		build.EnvRegistry:   reg,
+		build.EnvDockerHost: build.HarnessDocker(t),
+	}, "-f", "Dockerfile", "--tag", ref, "--secret", "id=npm,src=npmrc")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if strings.TrimSpace(stdout) != ref {
+		t.Fatalf("stdout %q", stdout)
+	}
+	if !strings.Contains(stderr, "#") || strings.Contains(stderr, "Step 1/") {
+		t.Errorf("not built with BuildKit:\n%s", stderr)
+	}
+	f := build.HarnessImageFiles(t, ref)
+	if f["app.txt"] != "app\n" || f["busybox"] == "" || len(f) != 2 {
+		t.Errorf("%d files, app.txt=%q", len(f), f["app.txt"])
 	}
 }

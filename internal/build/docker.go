@@ -9,29 +9,57 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/docker/docker/api/types"
 	dockerbuild "github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/versions"
 	dockerclient "github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
+	"github.com/moby/buildkit/client"
+	"github.com/moby/buildkit/solver/pb"
 	"golang.org/x/term"
 )
 
 // DefaultDockerHost is the local Docker daemon when DOCKER_HOST is not set.
 const DefaultDockerHost = "unix:///var/run/docker.sock"
 
-// Docker builds with a Docker daemon through the Engine API (its classic builder, which every
-// daemon has), then pushes with the daemon.
+// Docker builds with a Docker daemon through the Engine API, with the daemon's own BuildKit (the
+// BuildKit client over the Engine API's /grpc and /session endpoints, as `docker buildx` does with
+// its docker driver), so secrets, targets and cache import and export work as with a BuildKit daemon.
+// A daemon without BuildKit (Engine API older than 1.39, a Windows daemon that does not announce it,
+// or one whose /grpc does not answer) builds with its classic builder. Images are pushed with the daemon.
 type Docker struct {
 	// Host is the daemon address: unix:///var/run/docker.sock, tcp://HOST:PORT, ...
 	Host string
 	// NetworkMode for RUN steps; "" is the daemon's default (tests with a daemon without a bridge use "none").
+	// With BuildKit only "", "default", "none" and "host" exist.
 	NetworkMode string
+	// Classic makes the daemon build with its classic builder even when it has BuildKit (as DOCKER_BUILDKIT=0
+	// does). Set it before the first Build.
+	Classic bool
 
 	client *dockerclient.Client
+
+	mu       sync.Mutex
+	detected *daemonBuilder // what the daemon builds with, once known
+}
+
+// daemonBuilder is what a Docker daemon builds with.
+type daemonBuilder struct {
+	buildKit bool
+	// containerdStore is true when the daemon keeps its images in containerd (its BuildKit can then export
+	// the cache to a registry and push by itself).
+	containerdStore bool
+	// why the classic builder is used, for messages.
+	why string
 }
 
 // NewDocker makes a Docker builder for host (DefaultDockerHost when empty).
@@ -58,6 +86,86 @@ func (d *Docker) Ping(ctx context.Context) error {
 	return err
 }
 
+// minBuildKitAPI is the Engine API version of Docker 18.09, the first daemon with BuildKit behind /grpc and /session.
+const minBuildKitAPI = "1.39"
+
+// builderFromPing decides from the daemon's /_ping answer whether it has BuildKit: it says so with
+// "Builder-Version: 2"; otherwise a Linux daemon with Engine API 1.39 or later has it too (BuildKit is
+// not its default builder before Docker 23, but is there), while older daemons and Windows daemons
+// that do not announce it have only the classic builder.
+func builderFromPing(p types.Ping) daemonBuilder {
+	switch {
+	case p.BuilderVersion == dockerbuild.BuilderBuildKit:
+		return daemonBuilder{buildKit: true}
+	case strings.EqualFold(p.OSType, "windows"):
+		return daemonBuilder{why: "a Windows daemon that does not announce BuildKit"}
+	case p.APIVersion != "" && versions.LessThan(p.APIVersion, minBuildKitAPI):
+		return daemonBuilder{why: "its Engine API " + p.APIVersion + " is older than " + minBuildKitAPI + " (Docker 18.09), the first with BuildKit"}
+	}
+	return daemonBuilder{buildKit: true}
+}
+
+// buildKitProbeTimeout bounds the question to the daemon's BuildKit (a /grpc that accepts the upgrade
+// but never answers would otherwise hang the build).
+const buildKitProbeTimeout = 30 * time.Second
+
+// builder finds out (once per Docker value) what the daemon builds with: /_ping, then, when it should
+// have BuildKit, the BuildKit workers over /grpc (a daemon whose BuildKit does not answer builds
+// with its classic builder).
+func (d *Docker) builder(ctx context.Context) (daemonBuilder, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.detected != nil {
+		return *d.detected, nil
+	}
+	var db daemonBuilder
+	if d.Classic {
+		db.why = "the classic builder was asked for"
+	} else {
+		p, err := d.client.Ping(ctx)
+		if err != nil {
+			return daemonBuilder{}, fmt.Errorf("%s: %w", d.Name(), err)
+		}
+		db = builderFromPing(p)
+	}
+	if db.buildKit {
+		pctx, cancel := context.WithTimeout(ctx, buildKitProbeTimeout)
+		c, err := d.buildKitClient(pctx)
+		var workers []*client.WorkerInfo
+		if err == nil {
+			workers, err = c.ListWorkers(pctx)
+			c.Close()
+		}
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return daemonBuilder{}, ctx.Err()
+			}
+			db = daemonBuilder{why: "its BuildKit does not answer: " + firstLine(err)}
+		}
+		for _, w := range workers {
+			// what buildx's docker driver looks at: the worker of a daemon with the containerd image store
+			if _, ok := w.Labels["org.mobyproject.buildkit.worker.snapshotter"]; ok {
+				db.containerdStore = true
+			}
+		}
+	}
+	d.detected = &db
+	return db, nil
+}
+
+// buildKitClient is a BuildKit client of the daemon's own BuildKit: gRPC over the hijacked /grpc
+// connection, the session over /session. The connections live as long as ctx.
+func (d *Docker) buildKitClient(ctx context.Context) (*client.Client, error) {
+	return client.New(ctx, "",
+		client.WithContextDialer(func(context.Context, string) (net.Conn, error) {
+			return d.client.DialHijack(ctx, "/grpc", "h2c", nil)
+		}),
+		client.WithSessionDialer(func(ctx context.Context, proto string, meta map[string][]string) (net.Conn, error) {
+			return d.client.DialHijack(ctx, "/session", proto, meta)
+		}))
+}
+
 // dockerfileInTar is where the Dockerfile goes when it lies outside the context.
 const dockerfileInTar = ".devtool.Dockerfile"
 
@@ -66,9 +174,100 @@ func (d *Docker) Build(ctx context.Context, req Request) (Result, error) {
 	if err := req.validate(); err != nil {
 		return Result{}, err
 	}
+	db, err := d.builder(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if !db.buildKit {
+		return d.buildClassic(ctx, req, db.why)
+	}
+	return d.buildWithBuildKit(ctx, req, db)
+}
+
+// dockerSolveSpec is how a build runs on the BuildKit of a Docker daemon: into its image store
+// (exporter "moby"), base images it has preferred to the registry's (as its classic builder does), the
+// cache inline in the image unless the daemon keeps its images in containerd, RUN steps on networkMode,
+// and the ignore rules applied on this side.
+func dockerSolveSpec(db daemonBuilder, networkMode string, ignore []string) (solveSpec, error) {
+	spec := solveSpec{
+		exporter:      "moby",
+		frontendAttrs: map[string]string{"image-resolve-mode": pb.AttrImageResolveModePreferLocal},
+		inlineCache:   !db.containerdStore,
+		ignore:        ignore,
+	}
+	if db.containerdStore {
+		spec.exportAttrs = map[string]string{"prefer-image-digest": "true"}
+	}
+	switch networkMode {
+	case "", "default":
+	case "none":
+		spec.frontendAttrs["force-network-mode"] = "none"
+	case "host":
+		spec.frontendAttrs["force-network-mode"] = "host"
+		spec.entitlements = []string{"network.host"}
+	default:
+		return solveSpec{}, fmt.Errorf("network mode %q: the BuildKit of a Docker daemon only knows default, none and host", networkMode)
+	}
+	return spec, nil
+}
+
+// buildWithBuildKit builds with the daemon's BuildKit into the daemon's image store ("moby" exporter),
+// then pushes with the daemon, as buildx's docker driver does.
+func (d *Docker) buildWithBuildKit(ctx context.Context, req Request, db daemonBuilder) (Result, error) {
+	// The daemon's Dockerfile frontend may predate "<Dockerfile>.dockerignore": apply the rules here.
+	ignore, err := ignorePatterns(req.Context, req.dockerfilePath())
+	if err != nil {
+		return Result{}, err
+	}
+	spec, err := dockerSolveSpec(db, d.NetworkMode, ignore)
+	if err != nil {
+		return Result{}, err
+	}
+	opt, err := solveOptions(req, spec)
+	if err != nil {
+		return Result{}, err
+	}
+	c, err := d.buildKitClient(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("connecting to the BuildKit of %s: %w", d.Name(), err)
+	}
+	defer c.Close()
+	if _, err := solve(ctx, c, opt, req); err != nil {
+		return Result{}, fmt.Errorf("building %s with %s: %w", req.Tags[0], d.Name(), err)
+	}
+	out := req.Progress
+	if out == nil {
+		out = io.Discard
+	}
+	fd, isTerm := terminalOf(out, req.ProgressMode)
+	res := Result{Ref: req.Tags[0]}
+	if req.Push {
+		for i, ref := range req.Tags {
+			digest, err := d.push(ctx, ref, out, fd, isTerm)
+			if err != nil {
+				return Result{}, err
+			}
+			if i == 0 {
+				res.Digest = digest
+			}
+		}
+	}
+	if req.ExportCache != "" && spec.inlineCache { // the cache is in the image's config: push it as the cache image
+		if err := d.client.ImageTag(ctx, req.Tags[0], req.ExportCache); err != nil {
+			return Result{}, fmt.Errorf("tagging the cache image %s: %w", req.ExportCache, err)
+		}
+		if _, err := d.push(ctx, req.ExportCache, out, fd, isTerm); err != nil {
+			return Result{}, err
+		}
+	}
+	return res, nil
+}
+
+// buildClassic builds with the daemon's classic builder (a daemon without BuildKit; why says so).
+func (d *Docker) buildClassic(ctx context.Context, req Request, why string) (Result, error) {
 	if len(req.Secrets) > 0 {
-		return Result{}, fmt.Errorf("build secrets need BuildKit, and %s builds with its classic builder: "+
-			"set BUILDKIT_HOST=HOST:PORT to a BuildKit daemon to use --secret", d.Name())
+		return Result{}, fmt.Errorf("build secrets need BuildKit, and %s builds with its classic builder (%s): "+
+			"set BUILDKIT_HOST=HOST:PORT to a BuildKit daemon to use --secret", d.Name(), why)
 	}
 	dockerfile := req.dockerfilePath()
 	patterns, err := ignorePatterns(req.Context, dockerfile)

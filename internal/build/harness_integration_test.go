@@ -238,6 +238,10 @@ func digestOf(t *testing.T, ref string) string {
 // HarnessBuildKit returns the test buildkitd's address, or ends the test when there is none.
 func HarnessBuildKit(t testing.TB) string { needDaemons(t); return env.buildkit }
 
+// HarnessDocker returns the private dockerd's host (unix://…), starting it, or ends the test when there is none.
+// Its RUN steps have no network unless the build forces "none" (the daemon has no bridge).
+func HarnessDocker(t *testing.T) string { return dockerd(t) }
+
 // HarnessRegistry returns the in-process registry's host:port.
 func HarnessRegistry() string { return env.regHost }
 
