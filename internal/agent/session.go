@@ -369,7 +369,16 @@ func (s *session) runPTY(cmd *exec.Cmd) error {
 	if rows == 0 || cols == 0 {
 		rows, cols = 24, 80
 	}
-	ptmx, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)}, cmd.SysProcAttr)
+	ptmx, tty, err := pty.Open()
+	if err == nil {
+		applyModes(tty, s.pty.Modelist)
+		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		if err = cmd.Start(); err != nil {
+			ptmx.Close()
+		}
+		tty.Close() // the child holds its copy
+	}
 	if err == nil {
 		s.pid = cmd.Process.Pid
 		s.ptmx = ptmx
