@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/devtool/devtool/internal/devssh"
+	"github.com/devtool/devtool/internal/filesync"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -116,6 +118,33 @@ func TestBuiltBinaryServes(t *testing.T) {
 	if err != nil || code != 4 || out.String() != "hi\n" {
 		t.Fatalf("exec: %d %v %q", code, err, out.String())
 	}
+	// The devtool-sync subsystem is the sync engine's remote end: a local folder
+	// reaches the agent's side over this SSH connection.
+	localDir, remoteDir := filepath.Join(dir, "local"), filepath.Join(dir, "remote")
+	os.MkdirAll(localDir, 0o755)
+	os.WriteFile(filepath.Join(localDir, "hello.txt"), []byte("synced over ssh"), 0o644)
+	sc, err := filesync.NewClient(filesync.ClientOptions{Folders: []filesync.Folder{{Local: localDir, Remote: remoteDir}}, StateDir: filepath.Join(dir, "state", "sync")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithCancel(context.Background())
+	syncDone := make(chan error, 1)
+	go func() {
+		syncDone <- sc.Run(sctx, func() (io.ReadWriteCloser, error) { return c.OpenSubsystem(devssh.SyncSubsystem) })
+	}()
+	select {
+	case <-sc.Synced():
+	case err := <-syncDone:
+		t.Fatalf("sync ended: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no initial sync: %+v", sc.Status())
+	}
+	if b, err := os.ReadFile(filepath.Join(remoteDir, "hello.txt")); err != nil || string(b) != "synced over ssh" {
+		t.Fatalf("remote file: %q %v", b, err)
+	}
+	scancel()
+	<-syncDone
+
 	pidFile := filepath.Join(dir, "pid")
 	go c.Exec(context.Background(), devssh.ExecOptions{Command: []string{"sh", "-c", "sleep 300 & echo $! > " + pidFile + "; wait"}})
 	var pid int
