@@ -99,6 +99,12 @@ func (tr *tracker) dial(ctx context.Context) (net.Conn, error) {
 	return c, nil
 }
 
+func (tr *tracker) dialCount() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.dials
+}
+
 func (tr *tracker) cut() {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()

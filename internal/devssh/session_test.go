@@ -202,7 +202,7 @@ func TestSessionForwardWaitsBounded(t *testing.T) {
 	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("waiting connection: %v", err)
 	}
-	t.Logf("closed after %s with no agent (ForwardWait 300ms); %d dials meanwhile", time.Since(start), dead.dials)
+	t.Logf("closed after %s with no agent (ForwardWait 300ms); %d dials meanwhile", time.Since(start), dead.dialCount())
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
