@@ -56,7 +56,8 @@ const handshakeTimeout = 30 * time.Second
 
 // Serve accepts SSH connections on ln until ctx ends. It then closes ln, every
 // connection, listener and channel, kills every child process group, waits for them
-// and returns nil. It returns an error early only when the host key cannot be loaded.
+// and returns nil. It returns an error when the host key cannot be loaded or ln fails
+// (after the same cleanup).
 func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	log := cfg.Logger
 	if log == nil {
@@ -110,6 +111,7 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	})
 	defer stop()
 	var delay time.Duration
+	var acceptErr error
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -123,6 +125,7 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 				continue
 			}
 			log.Error("accept", "err", err)
+			acceptErr = fmt.Errorf("agent: accepting connections: %w", err)
 			cancel()
 			break
 		}
@@ -142,7 +145,7 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	s.closeAll()
 	s.wg.Wait()
 	log.Info("agent stopped")
-	return nil
+	return acceptErr
 }
 
 type server struct {

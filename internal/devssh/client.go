@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -285,8 +284,7 @@ func (c *Client) Exec(ctx context.Context, o ExecOptions) (int, error) {
 			}
 			restore = func() { _ = term.Restore(fd, st) }
 			defer restore()
-			winch = make(chan os.Signal, 1)
-			signal.Notify(winch, syscall.SIGWINCH)
+			winch = notifyResize()
 			defer signal.Stop(winch)
 		}
 	}
@@ -371,24 +369,6 @@ var signalNumbers = map[ssh.Signal]int{
 	ssh.SIGABRT: 6, ssh.SIGALRM: 14, ssh.SIGFPE: 8, ssh.SIGHUP: 1, ssh.SIGILL: 4, ssh.SIGINT: 2,
 	ssh.SIGKILL: 9, ssh.SIGPIPE: 13, ssh.SIGQUIT: 3, ssh.SIGSEGV: 11, ssh.SIGTERM: 15,
 	ssh.SIGUSR1: 10, ssh.SIGUSR2: 12,
-}
-
-func sshSignal(sig os.Signal) (ssh.Signal, bool) {
-	switch sig {
-	case syscall.SIGINT:
-		return ssh.SIGINT, true
-	case syscall.SIGTERM:
-		return ssh.SIGTERM, true
-	case syscall.SIGHUP:
-		return ssh.SIGHUP, true
-	case syscall.SIGQUIT:
-		return ssh.SIGQUIT, true
-	case syscall.SIGUSR1:
-		return ssh.SIGUSR1, true
-	case syscall.SIGUSR2:
-		return ssh.SIGUSR2, true
-	}
-	return "", false
 }
 
 func terminalFd(r io.Reader) (int, bool) {
