@@ -112,7 +112,7 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			switch r.Type {
 			case "env":
 				var m envMsg
-				if err := ssh.Unmarshal(r.Payload, &m); err != nil || m.Name == "" || strings.ContainsAny(m.Name, "=\x00") {
+				if err := ssh.Unmarshal(r.Payload, &m); err != nil || m.Name == "" || strings.ContainsAny(m.Name, "=\x00") || s.isStarted() {
 					reply(r, false)
 					continue
 				}
@@ -156,6 +156,7 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 					reply(r, false)
 					continue
 				}
+				s.setStarted(0) // env and pty-req are closed from here on
 				reply(r, true)
 				done = make(chan exitResult, 1)
 				wg.Add(1)
