@@ -4,7 +4,9 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 PKG     := github.com/devtool/devtool/internal/buildinfo
-LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
+# The agent gets no date: its hash decides whether up uploads it again, so it must change only with the code.
+AGENT_LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT)
+LDFLAGS := $(AGENT_LDFLAGS) -X $(PKG).Date=$(DATE)
 GO      ?= go
 
 .PHONY: help build agent install test test-unit test-integration vet deps cluster-build cluster-up cluster-down demo
@@ -18,7 +20,7 @@ build: agent ## build bin/devtool with the version stamped in (the agent binarie
 AGENT_BIN := internal/agentbin/bin
 agent: ## cross-build devtool-agent (static) for linux/amd64 and linux/arm64, gzip'd into internal/agentbin/bin
 	@set -e; for arch in amd64 arm64; do \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(AGENT_BIN)/devtool-agent-linux-$$arch ./cmd/devtool-agent; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(AGENT_LDFLAGS)' -o $(AGENT_BIN)/devtool-agent-linux-$$arch ./cmd/devtool-agent; \
 		gzip -9 -n -f $(AGENT_BIN)/devtool-agent-linux-$$arch; \
 	done
 
