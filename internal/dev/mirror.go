@@ -51,7 +51,7 @@ const (
 	// DefaultVolumeSize is the dev volume's size when the dev entry has no persistentVolume.
 	DefaultVolumeSize = "5Gi"
 
-	homeVolume = "devtool-home"
+	homeVolume   = "devtool-home"
 	mirrorSuffix = "-devtool"
 )
 

@@ -38,9 +38,9 @@ func sampleTemplate() corev1.PodTemplateSpec {
 			Containers: []corev1.Container{
 				{
 					Name: "web", Image: "web:1", Command: []string{"httpd"}, Args: []string{"-f"}, WorkingDir: "/srv",
-					Env:     []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
-					EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}},
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+					Env:            []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
+					EnvFrom:        []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}},
+					Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
 					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}},
 					LivenessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}},
 					VolumeMounts:   []corev1.VolumeMount{{Name: "secret", MountPath: "/etc/s"}, {Name: "code", MountPath: "/app"}},
@@ -71,10 +71,10 @@ func sampleStatefulSet() *appsv1.StatefulSet {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "ns"},
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr(int32(1)),
-			ServiceName: "db",
-			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "web", "dev.devtool/deployed-by": "hello"}},
-			Template:    sampleTemplate(),
+			Replicas:             ptr(int32(1)),
+			ServiceName:          "db",
+			Selector:             &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "web", "dev.devtool/deployed-by": "hello"}},
+			Template:             sampleTemplate(),
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "code"}}},
 		},
 	}
@@ -83,11 +83,11 @@ func sampleStatefulSet() *appsv1.StatefulSet {
 func fullDev() *manifest.Dev {
 	return &manifest.Dev{
 		Name: "web", Container: "web", Image: "dev:1",
-		Command:     []string{"npm", "start"},
-		Sync:        []manifest.Sync{{Local: "/src", Remote: "/app"}, {Local: "/src/lib", Remote: "/usr/lib/x/"}},
-		Environment: map[string]string{"B": "dev", "C": "3"},
-		Resources:   compose.Resources{Limits: compose.ResourceList{Memory: "1Gi"}},
-		SecurityContext: &manifest.SecurityContext{RunAsUser: ptr(int64(1000)), FSGroup: ptr(int64(2000)), CapAdd: []string{"SYS_PTRACE"}},
+		Command:          []string{"npm", "start"},
+		Sync:             []manifest.Sync{{Local: "/src", Remote: "/app"}, {Local: "/src/lib", Remote: "/usr/lib/x/"}},
+		Environment:      map[string]string{"B": "dev", "C": "3"},
+		Resources:        compose.Resources{Limits: compose.ResourceList{Memory: "1Gi"}},
+		SecurityContext:  &manifest.SecurityContext{RunAsUser: ptr(int64(1000)), FSGroup: ptr(int64(2000)), CapAdd: []string{"SYS_PTRACE"}},
 		PersistentVolume: &manifest.PersistentVolume{Enabled: true, Size: "3Gi", StorageClass: "fast"},
 	}
 }
