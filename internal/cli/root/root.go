@@ -15,10 +15,13 @@ import (
 	contextcmd "github.com/devtool/devtool/internal/cli/context"
 	deploycmd "github.com/devtool/devtool/internal/cli/deploy"
 	"github.com/devtool/devtool/internal/cli/destroy"
+	doctorcmd "github.com/devtool/devtool/internal/cli/doctor"
+	downcmd "github.com/devtool/devtool/internal/cli/down"
 	"github.com/devtool/devtool/internal/cli/endpoints"
 	initcmd "github.com/devtool/devtool/internal/cli/init"
 	logscmd "github.com/devtool/devtool/internal/cli/logs"
 	"github.com/devtool/devtool/internal/cli/namespace"
+	restartcmd "github.com/devtool/devtool/internal/cli/restart"
 	"github.com/devtool/devtool/internal/cli/version"
 	"github.com/devtool/devtool/internal/cmdutil"
 )
@@ -66,5 +69,8 @@ their images, streams their logs, and manages the contexts and namespaces its co
 	cmd.AddCommand(analytics.NewCmd(f, nil))
 	cmd.AddCommand(initcmd.NewCmd(f, nil))
 	cmd.AddCommand(logscmd.NewCmd(f, nil))
+	cmd.AddCommand(downcmd.NewCmd(f, nil))
+	cmd.AddCommand(restartcmd.NewCmd(f, nil))
+	cmd.AddCommand(doctorcmd.NewCmd(f, nil))
 	return cmd
 }
