@@ -183,7 +183,16 @@ func waitDevPod(ctx context.Context, o *ActivateOptions, mirror Workload, contai
 	if limit <= 0 {
 		limit = 2 * time.Minute
 	}
-	var unschedSince time.Time
+	// An unschedulable pod gets no further events to wake the watch: a timer ends it.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var unschedTimer *time.Timer
+	var unschedMsg, unschedPod string
+	defer func() {
+		if unschedTimer != nil {
+			unschedTimer.Stop()
+		}
+	}()
 	var last string
 	var podName string
 	var failure error
@@ -193,23 +202,23 @@ func waitDevPod(ctx context.Context, o *ActivateOptions, mirror Workload, contai
 			o.progress(s, "%s", msg)
 		}
 	}
-	_, err := kube.WaitForPods(ctx, o.Client, o.Namespace, sel, func(pods []corev1.Pod) bool {
+	_, err := kube.WaitForPods(wctx, o.Client, o.Namespace, sel, func(pods []corev1.Pod) bool {
 		for i := range pods {
 			p := &pods[i]
 			if p.DeletionTimestamp != nil || p.Annotations[annotationMirrorDigest] != mirrorDigest {
 				continue
 			}
 			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && unschedTimer != nil {
+					unschedTimer.Stop()
+					unschedTimer, unschedPod = nil, ""
+				}
 				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-					if unschedSince.IsZero() {
-						unschedSince = time.Now()
+					if unschedTimer == nil {
+						unschedTimer = time.AfterFunc(limit, cancel)
 					}
+					unschedMsg, unschedPod = c.Message, p.Name
 					report(StateStarting, "pod "+p.Name+" cannot be scheduled yet: "+c.Message)
-					if time.Since(unschedSince) > limit {
-						failure = fmt.Errorf("dev %s: pod %s cannot be scheduled: %s; check that a node can mount the dev volume %s (dev.%s.persistentVolume.storageClass) and has room for its resources",
-							d.Name, p.Name, c.Message, VolumeName(strings.TrimSuffix(mirror.Name(), mirrorSuffix)), d.Name)
-						return true
-					}
 				}
 			}
 			for _, cs := range p.Status.ContainerStatuses {
@@ -242,6 +251,10 @@ func waitDevPod(ctx context.Context, o *ActivateOptions, mirror Workload, contai
 	})
 	if failure != nil {
 		return "", failure
+	}
+	if err != nil && ctx.Err() == nil && unschedPod != "" {
+		return "", fmt.Errorf("dev %s: pod %s cannot be scheduled: %s; check that a node can mount the dev volume %s (dev.%s.persistentVolume.storageClass) and has room for its resources",
+			d.Name, unschedPod, unschedMsg, VolumeName(strings.TrimSuffix(mirror.Name(), mirrorSuffix)), d.Name)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
