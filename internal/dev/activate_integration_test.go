@@ -192,6 +192,33 @@ func TestActivateErrors(t *testing.T) {
 	}
 }
 
+// TestActivateUnschedulableVolume: a dev volume no node can get is reported, naming what to
+// change, and the cluster is left as before (the claim this activation made is deleted).
+func TestActivateUnschedulableVolume(t *testing.T) {
+	c := testcluster.Connect(t)
+	ns := c.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs := c.Clientset
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: testTemplate("web")}}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := snap(t, ctx, cs, ns, KindDeployment, "web")
+	d := &manifest.Dev{Name: "web", PersistentVolume: &manifest.PersistentVolume{Enabled: true, Size: "1Gi", StorageClass: "no-such-class"}}
+	_, err := Activate(ctx, ActivateOptions{Client: cs, Namespace: ns, Dev: d, Unschedulable: 5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "cannot be scheduled") || !strings.Contains(err.Error(), "storageClass") {
+		t.Fatalf("want an unschedulable error naming the storage class, got %v", err)
+	}
+	if after := snap(t, ctx, cs, ns, KindDeployment, "web"); !equality.Semantic.DeepEqual(before, after) {
+		t.Errorf("not restored:\n%+v\n%+v", before, after)
+	}
+	if p, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, VolumeName("web"), metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil {
+		t.Error("the claim made by the failed activation is left")
+	}
+}
+
 // TestWatchOriginalChanged: a redeploy of the original (new template, scaled up again) is seen,
 // activating again rebuilds the mirror and scales the original back to zero; a down elsewhere
 // stops the watcher.
