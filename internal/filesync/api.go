@@ -1,0 +1,75 @@
+// Package filesync is devtool's two-way file synchronization engine: the local
+// end (Client, in `up`) and the remote end (Serve, in devtool-agent), which talk
+// over one byte stream (the SSH subsystem channel "devtool-sync").
+//
+// Reconciliation is three-way and decided by the client alone. Per folder it
+// keeps the base (the last state both sides agreed on), its local index and a
+// mirror of the agent's index. For each changed path: equal sides update the
+// base; a side that differs from the base while the other does not is
+// propagated; when both changed, an edit wins over a delete, a folder wins over
+// a file or link (which is moved aside), and of two file versions the local one
+// keeps the name while the remote one is kept beside it as
+// name.conflict-remote-YYYYMMDD-HHMMSS.ext. Renames are a delete plus a
+// create. Every operation on either side carries the state it was decided from
+// and is refused if the path changed meanwhile (then reconciled again), so a
+// concurrent edit is never overwritten. Files are received into a temporary
+// file (".devtool-tmp-*") beside their path and renamed over it, under an
+// os.Root, after checking that every parent is a real folder: no peer path
+// leaves the folder (.., absolute, through a symlink).
+//
+// Indexes persist: the client's (base and local) under ClientOptions.StateDir,
+// the agent's (a content-hash cache) under ServerOptions.StateDir. A file is
+// rehashed only when its size or mtime changed, or when its mtime was too close
+// to the moment it was hashed to be trusted. A session starts with the agent
+// sending its whole index, so a warm session moves only what changed.
+//
+// The stream: each side sends "DTSY" and the protocol version (a mismatch fails
+// with ErrVersion, naming both); then blocks of at most 1 MiB of frames,
+// zstd-compressed when that shrinks them by an eighth, sent whenever the
+// outgoing queue runs dry. The decoder bounds every length. File data goes in
+// 128 KiB chunks, so memory follows the index, not file sizes.
+//
+// Ignore rules: .gitignore and .devtoolignore at every level (see package
+// ignore) and ClientOptions.Excludes; .git, temporary files and a state folder
+// inside a synced folder are never synced. The client's rules are sent to the
+// agent, so both sides ignore the same paths; a path that becomes ignored is
+// forgotten, never deleted.
+package filesync
+
+import (
+	"errors"
+	"log/slog"
+)
+
+// Folder is one synchronized pair of folders.
+type Folder struct {
+	// Local is the folder on this machine.
+	Local string
+	// Remote is the absolute folder inside the dev container.
+	Remote string
+}
+
+// ClientOptions configures the local end.
+type ClientOptions struct {
+	Folders []Folder
+	// Excludes are extra ignore patterns in gitignore syntax, relative to
+	// every folder's root.
+	Excludes []string
+	// StateDir holds the persisted indexes (one file per folder).
+	StateDir string
+	// Reset drops both sides' indexes on the first Run: everything is
+	// compared anew and every difference becomes a conflict (both kept).
+	Reset  bool
+	Logger *slog.Logger
+}
+
+// ServerOptions configures the remote end.
+type ServerOptions struct {
+	// StateDir holds the remote indexes (on the dev container's volume).
+	StateDir string
+	Logger   *slog.Logger
+}
+
+// ErrVersion is returned (wrapped) when the two ends speak different protocol
+// versions.
+var ErrVersion = errors.New("filesync: protocol version mismatch")

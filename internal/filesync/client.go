@@ -1,0 +1,957 @@
+package filesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Client is the local end of the synchronization. Run it once per connected
+// period; its indexes persist between runs and across processes.
+type Client struct {
+	opts       ClientOptions
+	log        *slog.Logger
+	synced     chan struct{}
+	syncedOnce sync.Once
+	runMu      sync.Mutex
+	folders    []*cfolder
+	resetCh    chan struct{}
+
+	// engine state, owned by the goroutine in Run
+	nextID uint64
+	ops    map[uint64]*pendingOp
+	inbox  *queue[any]
+	out    *queue[any]
+	start  time.Time
+
+	getsMu sync.Mutex
+	gets   map[uint64]*pendingOp // pulls, read by the stream reader
+
+	mu        sync.Mutex
+	status    Status
+	resetReq  bool
+	connected bool
+}
+
+// cfolder is one synchronized folder pair on the client.
+type cfolder struct {
+	i     int
+	f     Folder
+	log   *slog.Logger
+	file  string // persisted index
+	t     *tree  // open during a session
+	local map[string]Entry
+
+	base        map[string]Entry // the last state both sides agreed on
+	remote      map[string]Entry // the server's index as last reported
+	fullNext    map[string]Entry
+	remoteReady bool
+	dirty       map[string]struct{}
+	inflight    map[string]uint64
+	failed      map[string][2]Entry // (local, remote) when an op failed; retried when either changes
+	diff        map[string]struct{}
+	conflicts   []Conflict
+	errs        []PathError
+	changed     bool
+	done        bool
+	w           *watcher
+}
+
+type pendingOp struct {
+	folder int
+	path   string
+	to     string
+	pull   bool
+	local  Entry // the local state decided from
+	remote Entry // the remote state decided from
+}
+
+// localDone reports an op that ended on this side: a pulled path applied
+// (or not), or a push that could not start.
+type localDone struct {
+	id    uint64
+	err   error
+	state Entry
+}
+
+type watchBatch struct {
+	folder int
+	paths  []string // nil: rescan everything
+}
+
+var errReset = errors.New("sync reset requested")
+
+const maxListed = 100 // conflicts and errors kept for status
+
+// NewClient checks the options and loads the persisted indexes.
+func NewClient(opts ClientOptions) (*Client, error) {
+	if len(opts.Folders) == 0 {
+		return nil, errors.New("filesync: no folder to synchronize")
+	}
+	if len(opts.Folders) > maxFolders {
+		return nil, fmt.Errorf("filesync: %d folders, at most %d", len(opts.Folders), maxFolders)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{opts: opts, log: log, synced: make(chan struct{}), resetCh: make(chan struct{}, 1), resetReq: opts.Reset}
+	for i, f := range opts.Folders {
+		if !filepath.IsAbs(f.Local) {
+			abs, err := filepath.Abs(f.Local)
+			if err != nil {
+				return nil, err
+			}
+			f.Local = abs
+		}
+		if !strings.HasPrefix(f.Remote, "/") || filepath.Clean(f.Remote) != f.Remote {
+			return nil, fmt.Errorf("filesync: remote folder %q must be a clean absolute path", f.Remote)
+		}
+		cf := &cfolder{i: i, f: f, log: log.With("local", f.Local, "remote", f.Remote), base: map[string]Entry{}, local: map[string]Entry{}}
+		if opts.StateDir != "" {
+			cf.file = indexFile(opts.StateDir, "local", f.Local+"\x00"+f.Remote)
+			if !opts.Reset {
+				maps, err := loadIndex(cf.file, f.Local+"\x00"+f.Remote, 2)
+				if err != nil {
+					cf.log.Warn("sync index unreadable: starting afresh (differences become conflicts)", "err", err)
+				}
+				cf.base, cf.local = maps[0], maps[1]
+			}
+		}
+		c.folders = append(c.folders, cf)
+	}
+	c.status = c.computeStatus()
+	return c, nil
+}
+
+// Status returns a snapshot of the synchronization state.
+func (c *Client) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.status
+	st.Connected = c.connected
+	st.Folders = append([]FolderStatus(nil), st.Folders...)
+	return st
+}
+
+// Synced is closed once every folder finished its first synchronization.
+func (c *Client) Synced() <-chan struct{} { return c.synced }
+
+// Reset drops both sides' indexes and synchronizes anew (differences become
+// conflicts, both versions kept). A running Run restarts its session.
+func (c *Client) Reset() {
+	c.mu.Lock()
+	c.resetReq = true
+	c.mu.Unlock()
+	select {
+	case c.resetCh <- struct{}{}:
+	default:
+	}
+}
+
+// Run synchronizes over one stream opened by open until the stream breaks or
+// ctx ends. The caller calls Run again after reconnecting. Every goroutine,
+// watcher and file Run starts is stopped before it returns.
+func (c *Client) Run(ctx context.Context, open func() (io.ReadWriteCloser, error)) error {
+	if !c.runMu.TryLock() {
+		return errors.New("filesync: Run is already running")
+	}
+	defer c.runMu.Unlock()
+	for {
+		err := c.session(ctx, open)
+		if errors.Is(err, errReset) && ctx.Err() == nil {
+			continue
+		}
+		return err
+	}
+}
+
+func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, error)) (err error) {
+	rw, err := open()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var fr *frameReader
+	defer func() {
+		cancel()
+		rw.Close()
+		wg.Wait()
+		if fr != nil {
+			fr.close()
+		}
+		for _, f := range c.folders {
+			if f.w != nil {
+				f.w.close()
+				f.w = nil
+			}
+			if f.t != nil {
+				f.local = f.t.snapshot()
+				c.save(f)
+				f.t.close()
+				f.t = nil
+			}
+		}
+		c.mu.Lock()
+		c.connected = false
+		c.mu.Unlock()
+		if err != nil && !errors.Is(err, errReset) && ctx.Err() == nil {
+			c.log.Warn("sync session ended", "err", err)
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		rw.Close()
+	}()
+
+	c.mu.Lock()
+	reset := c.resetReq
+	c.mu.Unlock()
+	c.start = time.Now()
+	c.ops = map[uint64]*pendingOp{}
+	c.gets = map[uint64]*pendingOp{}
+	c.inbox = newQueue[any]()
+	c.out = newQueue[any]()
+	trees := make([]*tree, len(c.folders))
+	roots := make([]string, len(c.folders))
+	for i, f := range c.folders {
+		if reset {
+			f.base, f.local = map[string]Entry{}, map[string]Entry{}
+		}
+		t, err := openTree(f.f.Local, false, f.log)
+		if err != nil {
+			return err
+		}
+		t.idx = f.local
+		t.neverSync(c.opts.StateDir)
+		t.readRules = true
+		t.excludes = c.opts.Excludes
+		f.t, trees[i], roots[i] = t, t, f.f.Remote
+		f.remote, f.fullNext, f.remoteReady = map[string]Entry{}, nil, false
+		f.dirty, f.inflight, f.failed, f.diff = map[string]struct{}{}, map[string]uint64{}, map[string][2]Entry{}, map[string]struct{}{}
+		f.done = false
+	}
+
+	if err := writeHello(rw); err != nil {
+		return fmt.Errorf("sync hello: %w", err)
+	}
+	if err := readHello(rw, "devtool agent"); err != nil {
+		return err
+	}
+	fr = newFrameReader(rw)
+	out := newSender(rw, c.out, trees, func(j *sendJob, cur Entry, err error) {
+		c.inbox.push(&localDone{id: j.ID, err: err, state: cur})
+	})
+	if err := out.send(&helloMsg{Reset: reset, Roots: roots}); err != nil {
+		return err
+	}
+	if err := out.fw.flush(); err != nil {
+		return err
+	}
+	typ, body, err := fr.next()
+	if err != nil {
+		return fmt.Errorf("waiting for the agent's sync hello: %w", err)
+	}
+	m, err := decodeMsg(typ, body)
+	if err != nil {
+		return err
+	}
+	if f, ok := m.(*fatalMsg); ok {
+		return fmt.Errorf("the agent refused the sync: %s", f.Err)
+	}
+	if typ != msgHelloOK {
+		return fmt.Errorf("protocol: expected the agent's hello, got message type %d", typ)
+	}
+	if reset {
+		c.mu.Lock()
+		c.resetReq = false
+		c.mu.Unlock()
+		c.log.Info("sync reset: both indexes dropped")
+	}
+	c.mu.Lock()
+	c.connected = true
+	c.mu.Unlock()
+
+	for i, f := range c.folders {
+		changed, err := f.t.scanAll(true)
+		if err != nil {
+			f.log.Warn("local scan", "err", err)
+		}
+		f.changed = f.changed || len(changed) > 0
+		c.sendRules(f)
+		if w, err := newWatcher(f.t.root, f.t.ignoredDir); err != nil {
+			f.log.Warn("no file watcher, periodic rescans only", "err", err)
+		} else {
+			f.w = w
+			c.watchAll(f)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case b := <-w.out:
+						c.inbox.push(&watchBatch{folder: i, paths: b})
+					}
+				}
+			}()
+		}
+		f.log.Info("local index ready", "entries", len(f.t.idx), "took", time.Since(c.start))
+	}
+
+	errc := make(chan error, 2)
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- out.run(ctx) }()
+	go func() { defer wg.Done(); errc <- c.read(fr) }()
+
+	tick := time.NewTicker(saveEvery)
+	defer tick.Stop()
+	lastRescan := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errc:
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
+				return fmt.Errorf("sync stream closed: %w", err)
+			}
+			return err
+		case <-c.resetCh:
+			return errReset
+		case <-c.inbox.notify:
+			for _, ev := range c.inbox.take() {
+				c.handle(ev)
+			}
+		case <-tick.C:
+			for _, f := range c.folders {
+				if f.changed {
+					c.save(f)
+				}
+			}
+			if time.Since(lastRescan) >= c.rescanPeriod() {
+				lastRescan = time.Now()
+				for i := range c.folders {
+					c.handle(&watchBatch{folder: i})
+				}
+			}
+		}
+		c.iterate()
+	}
+}
+
+func (c *Client) rescanPeriod() time.Duration {
+	for _, f := range c.folders {
+		if f.w == nil || f.w.degradedReason() != "" {
+			return rescanFast
+		}
+	}
+	return rescanEvery
+}
+
+func (c *Client) watchAll(f *cfolder) {
+	f.w.add("")
+	for p, e := range f.t.snapshot() {
+		if e.Kind == KindDir {
+			f.w.add(p)
+		}
+	}
+	if r := f.w.degradedReason(); r != "" {
+		f.log.Warn("file watching incomplete", "reason", r)
+		f.addErr("", r)
+	}
+}
+
+func (c *Client) sendRules(f *cfolder) {
+	f.t.mu.Lock()
+	files := append([]ruleFile(nil), f.t.rules...)
+	f.t.mu.Unlock()
+	c.out.push(&rulesMsg{Folder: f.i, Excludes: c.opts.Excludes, Files: files})
+}
+
+func (c *Client) save(f *cfolder) {
+	f.changed = false
+	if f.file == "" {
+		return
+	}
+	local := f.local
+	if f.t != nil {
+		local = f.t.snapshot()
+	}
+	if err := saveIndex(f.file, f.f.Local+"\x00"+f.f.Remote, f.base, local); err != nil {
+		f.log.Warn("saving the sync index", "err", err)
+	}
+}
+
+func (f *cfolder) addErr(p, msg string) {
+	f.errs = append(f.errs, PathError{Path: p, Err: msg, Time: time.Now()})
+	if len(f.errs) > maxListed {
+		f.errs = f.errs[len(f.errs)-maxListed:]
+	}
+}
+
+// markDirty queues p for reconciliation; a folder above it that failed (a
+// removal of a non-empty folder) is tried again too.
+func (f *cfolder) markDirty(p string) {
+	f.dirty[p] = struct{}{}
+	for i := len(p) - 1; i > 0; i-- {
+		if p[i] == '/' {
+			if _, ok := f.failed[p[:i]]; ok {
+				delete(f.failed, p[:i])
+				f.dirty[p[:i]] = struct{}{}
+			}
+		}
+	}
+}
+
+// read handles what the agent sends: index and changes and results go to
+// the engine, pulled content is written here.
+func (c *Client) read(fr *frameReader) error {
+	var put *putFile
+	var putID, skip uint64
+	defer func() {
+		if put != nil {
+			put.abort()
+		}
+	}()
+	for {
+		typ, body, err := fr.next()
+		if err != nil {
+			return err
+		}
+		m, err := decodeMsg(typ, body)
+		if err != nil {
+			return err
+		}
+		switch m := m.(type) {
+		case *entriesMsg, *resultMsg:
+			c.inbox.push(m)
+		case *opMsg:
+			if put != nil {
+				return errors.New("protocol: op while a file is being received")
+			}
+			c.getsMu.Lock()
+			g := c.gets[m.ID]
+			c.getsMu.Unlock()
+			if g == nil || g.path != m.Path || g.folder != m.Folder {
+				return fmt.Errorf("protocol: the agent sent %q, which was not asked for", m.Path)
+			}
+			t := c.folders[m.Folder].t
+			var st Entry
+			switch m.Code {
+			case opPut:
+				pf, err := t.beginPut(m.Path, m.E, g.local)
+				if err != nil {
+					skip = m.ID
+					c.inbox.push(&localDone{id: m.ID, err: err, state: t.get(m.Path)})
+					continue
+				}
+				put, putID = pf, m.ID
+				continue
+			case opMkdir:
+				st, err = t.mkdir(m.Path, g.local)
+			case opSymlink:
+				st, err = t.symlink(m.Path, m.E.Target, g.local)
+			default:
+				return fmt.Errorf("protocol: unexpected op %d from the agent", m.Code)
+			}
+			c.inbox.push(&localDone{id: m.ID, err: err, state: st})
+		case *chunkMsg:
+			if put == nil || putID != m.ID {
+				if m.ID == skip {
+					continue
+				}
+				return fmt.Errorf("protocol: data for op %d not in progress", m.ID)
+			}
+			if !m.Abort {
+				err = put.write(m.Data)
+			}
+			if !m.Last && err == nil {
+				continue
+			}
+			pf := put
+			put = nil
+			var st Entry
+			switch {
+			case m.Abort:
+				pf.abort()
+				err = fmt.Errorf("%w: it changed on the agent while it was sent", errChanged)
+			case err != nil:
+				pf.abort()
+				skip = m.ID
+			default:
+				st, err = pf.commit()
+			}
+			c.inbox.push(&localDone{id: m.ID, err: err, state: st})
+		case *fatalMsg:
+			return fmt.Errorf("the agent ended the sync: %s", m.Err)
+		default:
+			return fmt.Errorf("protocol: unexpected message %T from the agent", m)
+		}
+	}
+}
+
+func (c *Client) handle(ev any) {
+	switch m := ev.(type) {
+	case *entriesMsg:
+		if m.Folder >= len(c.folders) {
+			return
+		}
+		f := c.folders[m.Folder]
+		if m.Full && f.fullNext == nil {
+			f.fullNext = map[string]Entry{}
+		}
+		for _, it := range m.Items {
+			if err := checkPath(it.Path); err != nil {
+				f.log.Warn("refused path from the agent", "path", it.Path, "err", err)
+				f.addErr(it.Path, "refused from the agent: "+err.Error())
+				continue
+			}
+			if m.Full {
+				if it.E.Kind != KindNone {
+					f.fullNext[it.Path] = it.E
+				}
+				continue
+			}
+			if it.E.Kind == KindNone {
+				delete(f.remote, it.Path)
+			} else {
+				f.remote[it.Path] = it.E
+			}
+			f.markDirty(it.Path)
+		}
+		if m.Full && m.Done {
+			old := f.remote
+			f.remote, f.fullNext = f.fullNext, nil
+			for p := range old {
+				f.markDirty(p)
+			}
+			for p := range f.remote {
+				f.markDirty(p)
+			}
+			for p := range f.base {
+				f.markDirty(p)
+			}
+			for p := range f.t.snapshot() {
+				f.markDirty(p)
+			}
+			if !f.remoteReady {
+				f.log.Info("remote index received", "entries", len(f.remote), "after", time.Since(c.start))
+			}
+			f.remoteReady = true
+		}
+	case *resultMsg:
+		op := c.ops[m.ID]
+		if op == nil {
+			return
+		}
+		delete(c.ops, m.ID)
+		f := c.folders[op.folder]
+		c.getsMu.Lock()
+		delete(c.gets, m.ID)
+		c.getsMu.Unlock()
+		c.finish(f, m.ID, op)
+		setEntry(f.remote, op.path, m.State)
+		if op.to != "" {
+			setEntry(f.remote, op.to, m.ToState)
+		}
+		if !m.OK {
+			c.failed(f, op, m.Code, m.Err, f.t.get(op.path), m.State)
+		}
+	case *localDone:
+		op := c.ops[m.id]
+		if op == nil {
+			return
+		}
+		delete(c.ops, m.id)
+		f := c.folders[op.folder]
+		c.getsMu.Lock()
+		delete(c.gets, m.id)
+		c.getsMu.Unlock()
+		c.finish(f, m.id, op)
+		if m.err != nil {
+			code := failCode(m.err)
+			if !op.pull {
+				code = failChanged // the local path changed before it could be sent
+			}
+			c.failed(f, op, code, m.err.Error(), f.t.get(op.path), f.remote[op.path])
+		}
+	case *watchBatch:
+		f := c.folders[m.folder]
+		var changed []item
+		rules := m.paths == nil
+		if !rules {
+			changed, rules = f.t.scanPaths(m.paths)
+		}
+		if rules {
+			f.t.mu.Lock()
+			before := f.t.rules
+			f.t.mu.Unlock()
+			var err error
+			changed, err = f.t.scanAll(false)
+			if err != nil {
+				f.log.Warn("rescan", "err", err)
+			}
+			f.t.mu.Lock()
+			after := f.t.rules
+			f.t.mu.Unlock()
+			if !sameRules(before, after) {
+				f.log.Info("ignore rules changed")
+				c.sendRules(f) // the agent rescans with them and resends its index
+			}
+		}
+		for _, it := range changed {
+			f.markDirty(it.Path)
+			if it.E.Kind == KindDir && f.w != nil {
+				f.w.add(it.Path)
+			}
+		}
+		if len(changed) > 0 {
+			f.changed = true
+		}
+	}
+}
+
+func setEntry(m map[string]Entry, p string, e Entry) {
+	if e.Kind == KindNone {
+		delete(m, p)
+	} else {
+		m[p] = e
+	}
+}
+
+func (c *Client) finish(f *cfolder, id uint64, op *pendingOp) {
+	for _, p := range []string{op.path, op.to} {
+		if p != "" && f.inflight[p] == id {
+			delete(f.inflight, p)
+			f.markDirty(p)
+		}
+	}
+}
+
+// failed remembers an op that did not apply. A path that changed meanwhile
+// is simply reconciled again; otherwise it waits until either side changes,
+// and the error is reported (a non-empty folder waits silently for its
+// content to settle).
+func (c *Client) failed(f *cfolder, op *pendingOp, code byte, msg string, l, r Entry) {
+	if code == failChanged && (!same(l, op.local) || !same(r, op.remote)) {
+		return
+	}
+	f.failed[op.path] = [2]Entry{l, r}
+	if code == failNotEmpty || code == failChanged {
+		return
+	}
+	f.log.Warn("path not synchronized", "path", op.path, "err", msg)
+	f.addErr(op.path, msg)
+}
+
+// action is one step of a reconciliation plan.
+type action struct {
+	do     byte // one of the act* constants
+	p, to  string
+	l, r   Entry
+	remove bool // ordered with the removals (children before parents)
+}
+
+const (
+	actPush       byte = iota + 1 // local -> remote
+	actPull                       // remote -> local
+	actRemoteRm                   // remove on the remote
+	actLocalRm                    // remove locally
+	actRemoteMove                 // move the remote version aside (conflict copy)
+	actLocalMove                  // move the local version aside (conflict copy)
+)
+
+// iterate reconciles every dirty path and carries the plan out; local steps
+// are immediate, so it goes round until nothing is left (bounded).
+func (c *Client) iterate() {
+	for round := 0; round < 4; round++ {
+		any := false
+		for _, f := range c.folders {
+			if !f.remoteReady || len(f.dirty) == 0 {
+				continue
+			}
+			any = true
+			paths := make([]string, 0, len(f.dirty))
+			for p := range f.dirty {
+				paths = append(paths, p)
+			}
+			f.dirty = map[string]struct{}{}
+			var plan []action
+			now := time.Now()
+			for _, p := range paths {
+				plan = c.reconcile(f, p, now, plan)
+			}
+			c.execute(f, plan)
+		}
+		if !any {
+			break
+		}
+	}
+	c.updateStatus()
+}
+
+// reconcile decides what to do with p from its base, local and remote states.
+func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) []action {
+	if _, busy := f.inflight[p]; busy {
+		return plan
+	}
+	f.t.mu.Lock()
+	l := f.t.idx[p]
+	ign := f.t.ignored(p, l.Kind == KindDir || f.remote[p].Kind == KindDir)
+	f.t.mu.Unlock()
+	if ign {
+		// ignored paths leave the sync: forgotten, never deleted
+		delete(f.base, p)
+		delete(f.remote, p)
+		delete(f.diff, p)
+		delete(f.failed, p)
+		return plan
+	}
+	r := f.remote[p]
+	b := f.base[p]
+	if same(l, r) {
+		if l.Kind == KindNone {
+			delete(f.base, p)
+		} else {
+			f.base[p] = l
+		}
+		delete(f.diff, p)
+		delete(f.failed, p)
+		f.changed = true
+		return plan
+	}
+	f.diff[p] = struct{}{}
+	if fs, ok := f.failed[p]; ok {
+		if same(fs[0], l) && same(fs[1], r) {
+			return plan
+		}
+		delete(f.failed, p)
+	}
+	lc, rc := !same(b, l), !same(b, r)
+	switch {
+	case lc && !rc:
+		return c.propagate(f, p, l, r, true, now, plan)
+	case rc && !lc:
+		return c.propagate(f, p, l, r, false, now, plan)
+	}
+	// Both changed.
+	switch {
+	case l.Kind == KindNone: // deleted here, changed there: the change wins
+		return c.propagate(f, p, l, r, false, now, plan)
+	case r.Kind == KindNone:
+		return c.propagate(f, p, l, r, true, now, plan)
+	case l.Kind == KindDir: // a folder here, a file or link there: keep the folder, move theirs aside
+		return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
+	case r.Kind == KindDir:
+		return append(plan, action{do: actLocalMove, p: p, to: c.conflictCopy(f, p, "local", now), l: l, r: r, remove: true})
+	}
+	// Two versions: the remote one is kept beside, the local one takes the name.
+	return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
+}
+
+// propagate carries one side's state of p to the other.
+func (c *Client) propagate(f *cfolder, p string, l, r Entry, toRemote bool, now time.Time, plan []action) []action {
+	src, dst := l, r
+	if !toRemote {
+		src, dst = r, l
+	}
+	if src.Kind == KindNone {
+		if toRemote {
+			return append(plan, action{do: actRemoteRm, p: p, l: l, r: r, remove: true})
+		}
+		return append(plan, action{do: actLocalRm, p: p, l: l, r: r, remove: true})
+	}
+	if dst.Kind == KindDir && src.Kind != KindDir && c.changedBelow(f, p, !toRemote) {
+		// The folder being replaced holds changes of its own: keep it, and
+		// keep the file or link that would replace it beside it.
+		if toRemote {
+			return append(plan, action{do: actLocalMove, p: p, to: c.conflictCopy(f, p, "local", now), l: l, r: r, remove: true})
+		}
+		return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
+	}
+	if toRemote {
+		return append(plan, action{do: actPush, p: p, l: l, r: r})
+	}
+	return append(plan, action{do: actPull, p: p, l: l, r: r})
+}
+
+// changedBelow reports whether the local (or remote) side holds a path below
+// p that differs from the base.
+func (c *Client) changedBelow(f *cfolder, p string, local bool) bool {
+	pre := p + "/"
+	if local {
+		f.t.mu.Lock()
+		defer f.t.mu.Unlock()
+		for q, e := range f.t.idx {
+			if strings.HasPrefix(q, pre) && !same(f.base[q], e) {
+				return true
+			}
+		}
+		return false
+	}
+	for q, e := range f.remote {
+		if strings.HasPrefix(q, pre) && !same(f.base[q], e) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) conflictCopy(f *cfolder, p, side string, now time.Time) string {
+	f.t.mu.Lock()
+	defer f.t.mu.Unlock()
+	return f.t.freeName(p, side, now, f.remote)
+}
+
+func (c *Client) newOp(f *cfolder, a action, pull bool) uint64 {
+	c.nextID++
+	id := c.nextID
+	op := &pendingOp{folder: f.i, path: a.p, to: a.to, pull: pull, local: a.l, remote: a.r}
+	c.ops[id] = op
+	f.inflight[a.p] = id
+	if a.to != "" {
+		f.inflight[a.to] = id
+	}
+	if pull {
+		c.getsMu.Lock()
+		c.gets[id] = op
+		c.getsMu.Unlock()
+	}
+	return id
+}
+
+// execute carries a plan out: removals and moves first, deepest first, then
+// creations and updates, shallowest first.
+func (c *Client) execute(f *cfolder, plan []action) {
+	sort.Slice(plan, func(i, j int) bool {
+		a, b := plan[i], plan[j]
+		if a.remove != b.remove {
+			return a.remove
+		}
+		if a.remove {
+			return a.p > b.p
+		}
+		return a.p < b.p
+	})
+	for _, a := range plan {
+		switch a.do {
+		case actPush:
+			id := c.newOp(f, a, false)
+			c.out.push(&sendJob{ID: id, Folder: f.i, Path: a.p, Expect: a.l, Peer: a.r})
+		case actPull:
+			id := c.newOp(f, a, true)
+			c.out.push(&getMsg{ID: id, Folder: f.i, Path: a.p, Expect: a.r})
+		case actRemoteRm:
+			id := c.newOp(f, a, false)
+			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opRemove, Path: a.p, Expect: a.r})
+		case actRemoteMove:
+			id := c.newOp(f, a, false)
+			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opMove, Path: a.p, To: a.to, Expect: a.r})
+			c.conflict(f, a.p, a.to, "remote")
+		case actLocalRm:
+			_, err := f.t.remove(a.p, a.l)
+			c.localStep(f, a, err)
+		case actLocalMove:
+			_, _, err := f.t.move(a.p, a.to, a.l)
+			c.localStep(f, a, err)
+			if err == nil {
+				c.conflict(f, a.p, a.to, "local")
+				f.markDirty(a.to)
+			}
+		}
+	}
+}
+
+func (c *Client) localStep(f *cfolder, a action, err error) {
+	f.changed = true
+	if err != nil {
+		op := &pendingOp{folder: f.i, path: a.p, local: a.l, remote: a.r}
+		c.failed(f, op, failCode(err), err.Error(), f.t.get(a.p), f.remote[a.p])
+		if failCode(err) != failChanged {
+			return
+		}
+	}
+	f.markDirty(a.p)
+}
+
+func (c *Client) conflict(f *cfolder, p, to, side string) {
+	f.log.Warn("conflict: both sides changed; the other version is kept beside", "path", p, "copy", to, "side", side)
+	f.conflicts = append(f.conflicts, Conflict{Path: p, Copy: to, Time: time.Now()})
+	if len(f.conflicts) > maxListed {
+		f.conflicts = f.conflicts[len(f.conflicts)-maxListed:]
+	}
+}
+
+// updateStatus publishes the engine's state and closes Synced once every
+// folder has caught up the first time.
+func (c *Client) updateStatus() {
+	all := true
+	for _, f := range c.folders {
+		if !f.done && f.remoteReady && len(f.dirty) == 0 && len(f.inflight) == 0 && len(f.diff) <= len(f.failed) {
+			f.done = true
+			f.log.Info("initial sync done", "entries", len(f.base), "took", time.Since(c.start), "conflicts", len(f.conflicts))
+			f.changed = true
+			c.save(f)
+		}
+		all = all && f.done
+	}
+	st := c.computeStatus()
+	c.mu.Lock()
+	c.status = st
+	c.mu.Unlock()
+	if all {
+		c.syncedOnce.Do(func() { close(c.synced) })
+	}
+}
+
+func (c *Client) computeStatus() Status {
+	st := Status{Synced: true}
+	select {
+	case <-c.synced:
+	default:
+		st.Synced = false
+	}
+	for _, f := range c.folders {
+		fs := FolderStatus{Local: f.f.Local, Remote: f.f.Remote}
+		extra := 0
+		for p := range f.diff {
+			if _, ok := f.base[p]; !ok {
+				extra++
+			}
+		}
+		fs.Files = len(f.base) + extra
+		fs.Pending = len(f.diff)
+		if f.remoteReady && fs.Files > 0 {
+			fs.Percent = 100 * float64(fs.Files-fs.Pending) / float64(fs.Files)
+		} else if f.remoteReady {
+			fs.Percent = 100
+		}
+		fs.Conflicts = append([]Conflict(nil), f.conflicts...)
+		fs.Errors = append([]PathError(nil), f.errs...)
+		st.Folders = append(st.Folders, fs)
+	}
+	return st
+}
+
+func sameRules(a, b []ruleFile) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

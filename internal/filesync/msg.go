@@ -1,0 +1,240 @@
+package filesync
+
+import (
+	"errors"
+	"fmt"
+)
+
+const (
+	opPut     byte = iota + 1 // a file; chunk frames follow
+	opMkdir                   // a directory
+	opSymlink                 // a symlink (Entry.Target)
+	opRemove                  // remove Path if it is still Expect
+	opMove                    // rename Path to To (a conflict copy) if it is still Expect
+)
+
+type helloMsg struct {
+	Reset bool
+	Roots []string
+}
+
+type ruleFile struct{ Dir, Content string }
+
+type rulesMsg struct {
+	Folder   int
+	Excludes []string
+	Files    []ruleFile
+}
+
+type item struct {
+	Path string
+	E    Entry
+}
+
+// entriesMsg carries the server's index (Full: the whole of it, over several
+// messages until Done) or the changes its watcher found.
+type entriesMsg struct {
+	Folder     int
+	Full, Done bool
+	Items      []item
+}
+
+type opMsg struct {
+	ID     uint64
+	Folder int
+	Code   byte
+	Path   string
+	E      Entry // the new state (put, mkdir, symlink)
+	Expect Entry // what Path must still be for the op to apply
+	To     string
+}
+
+type chunkMsg struct {
+	ID          uint64
+	Data        []byte
+	Last, Abort bool
+}
+
+// resultMsg answers an op or a get: the state of Path (and To) after it.
+type resultMsg struct {
+	ID      uint64
+	Folder  int
+	Path    string
+	OK      bool
+	Code    byte // why it failed: failChanged, failNotEmpty, failRefused, failOther
+	Err     string
+	State   Entry
+	To      string
+	ToState Entry
+}
+
+const (
+	failOther byte = iota
+	failChanged
+	failNotEmpty
+	failRefused
+)
+
+func failCode(err error) byte {
+	switch {
+	case errors.Is(err, errChanged):
+		return failChanged
+	case errors.Is(err, errNotEmpty):
+		return failNotEmpty
+	case errors.Is(err, errEscape), errors.Is(err, errIgnored):
+		return failRefused
+	}
+	return failOther
+}
+
+type getMsg struct {
+	ID     uint64
+	Folder int
+	Path   string
+	Expect Entry
+}
+
+type fatalMsg struct{ Err string }
+
+func encodeMsg(e *encoder, m any) byte {
+	switch m := m.(type) {
+	case *helloMsg:
+		e.bool(m.Reset)
+		e.uvarint(uint64(len(m.Roots)))
+		for _, r := range m.Roots {
+			e.str(r)
+		}
+		return msgHello
+	case *rulesMsg:
+		e.uvarint(uint64(m.Folder))
+		e.uvarint(uint64(len(m.Excludes)))
+		for _, x := range m.Excludes {
+			e.str(x)
+		}
+		e.uvarint(uint64(len(m.Files)))
+		for _, f := range m.Files {
+			e.str(f.Dir)
+			e.str(f.Content)
+		}
+		return msgRules
+	case *entriesMsg:
+		e.uvarint(uint64(m.Folder))
+		e.bool(m.Full)
+		e.bool(m.Done)
+		e.uvarint(uint64(len(m.Items)))
+		for _, it := range m.Items {
+			e.str(it.Path)
+			e.entry(it.E)
+		}
+		return msgEntries
+	case *opMsg:
+		e.uvarint(m.ID)
+		e.uvarint(uint64(m.Folder))
+		e.byte1(m.Code)
+		e.str(m.Path)
+		e.entry(m.E)
+		e.entry(m.Expect)
+		e.str(m.To)
+		return msgOp
+	case *chunkMsg:
+		e.uvarint(m.ID)
+		e.bool(m.Last)
+		e.bool(m.Abort)
+		e.bytes(m.Data)
+		return msgChunk
+	case *resultMsg:
+		e.uvarint(m.ID)
+		e.uvarint(uint64(m.Folder))
+		e.str(m.Path)
+		e.bool(m.OK)
+		e.byte1(m.Code)
+		e.str(m.Err)
+		e.entry(m.State)
+		e.str(m.To)
+		e.entry(m.ToState)
+		return msgResult
+	case *getMsg:
+		e.uvarint(m.ID)
+		e.uvarint(uint64(m.Folder))
+		e.str(m.Path)
+		e.entry(m.Expect)
+		return msgGet
+	case *fatalMsg:
+		e.str(m.Err)
+		return msgFatal
+	case *struct{}:
+		return msgHelloOK
+	}
+	panic(fmt.Sprintf("filesync: no encoding for %T", m))
+}
+
+// decodeMsg decodes one frame. Data slices alias body.
+func decodeMsg(typ byte, body []byte) (any, error) {
+	d := &decoder{b: body}
+	var m any
+	switch typ {
+	case msgHello:
+		x := &helloMsg{Reset: d.bool()}
+		n := d.count(1)
+		for i := 0; i < n && d.err == nil; i++ {
+			x.Roots = append(x.Roots, d.str())
+		}
+		m = x
+	case msgHelloOK:
+		m = &struct{}{}
+	case msgRules:
+		x := &rulesMsg{Folder: d.folder()}
+		n := d.count(1)
+		for i := 0; i < n && d.err == nil; i++ {
+			x.Excludes = append(x.Excludes, d.str())
+		}
+		n = d.count(2)
+		for i := 0; i < n && d.err == nil; i++ {
+			x.Files = append(x.Files, ruleFile{Dir: d.str(), Content: d.str()})
+		}
+		m = x
+	case msgEntries:
+		x := &entriesMsg{Folder: d.folder(), Full: d.bool(), Done: d.bool()}
+		n := d.count(2)
+		if n > 0 {
+			x.Items = make([]item, 0, n)
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			x.Items = append(x.Items, item{Path: d.str(), E: d.entry()})
+		}
+		m = x
+	case msgOp:
+		x := &opMsg{ID: d.uvarint(), Folder: d.folder(), Code: d.byte1(), Path: d.str(), E: d.entry(), Expect: d.entry(), To: d.str()}
+		if d.err == nil && (x.Code < opPut || x.Code > opMove) {
+			d.fail(fmt.Errorf("unknown op %d", x.Code))
+		}
+		m = x
+	case msgChunk:
+		m = &chunkMsg{ID: d.uvarint(), Last: d.bool(), Abort: d.bool(), Data: d.bytes()}
+	case msgResult:
+		m = &resultMsg{ID: d.uvarint(), Folder: d.folder(), Path: d.str(), OK: d.bool(), Code: d.byte1(), Err: d.str(), State: d.entry(), To: d.str(), ToState: d.entry()}
+	case msgGet:
+		m = &getMsg{ID: d.uvarint(), Folder: d.folder(), Path: d.str(), Expect: d.entry()}
+	case msgFatal:
+		m = &fatalMsg{Err: d.str()}
+	default:
+		return nil, fmt.Errorf("corrupt sync stream: unknown message type %d", typ)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail(fmt.Errorf("%d trailing bytes", len(d.b)))
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("corrupt sync stream: message type %d: %w", typ, d.err)
+	}
+	return m, nil
+}
+
+const maxFolders = 64
+
+func (d *decoder) folder() int {
+	v := d.uvarint()
+	if d.err == nil && v >= maxFolders {
+		d.fail(fmt.Errorf("folder index %d out of range", v))
+	}
+	return int(v)
+}

@@ -1,0 +1,476 @@
+package filesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+const (
+	saveEvery   = 2 * time.Second
+	rescanEvery = 5 * time.Minute  // safety net while watches work
+	rescanFast  = 10 * time.Second // when they do not
+)
+
+// Serve runs the remote end over rw (one devtool-sync subsystem channel)
+// until the stream ends or ctx is done; it closes rw and stops every
+// goroutine and watcher it started before returning.
+func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		rw.Close()
+	}()
+
+	herr := readHello(rw, "devtool CLI")
+	if err := writeHello(rw); err != nil {
+		return err
+	}
+	if herr != nil {
+		log.Error("sync handshake", "err", herr)
+		return herr
+	}
+	fr := newFrameReader(rw)
+	defer fr.close()
+	typ, body, err := fr.next()
+	if err != nil {
+		return fmt.Errorf("reading the sync hello: %w", err)
+	}
+	m, err := decodeMsg(typ, body)
+	hello, ok := m.(*helloMsg)
+	if err == nil && !ok {
+		err = fmt.Errorf("expected a hello, got message type %d", typ)
+	}
+	if err != nil {
+		return err
+	}
+	s := &server{log: log, opts: opts, q: newQueue[any](), reset: hello.Reset}
+	defer s.closeTrees()
+	for _, root := range hello.Roots {
+		if !filepath.IsAbs(root) || filepath.Clean(root) != root {
+			err = fmt.Errorf("remote folder %q is not a clean absolute path", root)
+			break
+		}
+		t, terr := openTree(root, true, log.With("folder", root))
+		if terr != nil {
+			err = terr
+			break
+		}
+		t.neverSync(opts.StateDir)
+		s.trees = append(s.trees, t)
+		s.folders = append(s.folders, &sfolder{})
+	}
+	out := newSender(rw, s.q, s.trees, s.sendFailed)
+	if err == nil && (len(hello.Roots) == 0 || len(hello.Roots) > maxFolders) {
+		err = fmt.Errorf("%d folders asked (1 to %d)", len(hello.Roots), maxFolders)
+	}
+	if err != nil {
+		_ = out.send(&fatalMsg{Err: err.Error()})
+		_ = out.fw.flush()
+		out.fw.close()
+		log.Error("sync hello refused", "err", err)
+		return err
+	}
+	for i, t := range s.trees {
+		s.load(i, t)
+	}
+	_ = out.send(&struct{}{})
+	if err := out.fw.flush(); err != nil {
+		return err
+	}
+	log.Info("sync session started", "folders", hello.Roots, "reset", hello.Reset)
+
+	errc := make(chan error, 2)
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- out.run(ctx) }()
+	go func() { defer wg.Done(); errc <- s.read(ctx, fr) }()
+
+	tick := time.NewTicker(saveEvery)
+	defer tick.Stop()
+	var lastRescan time.Time = time.Now()
+	for {
+		select {
+		case err = <-errc:
+			cancel()
+			s.stopWatchers()
+			s.saveAll()
+			if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || ctx.Err() != nil {
+				log.Info("sync session ended", "reason", err)
+				return nil
+			}
+			log.Warn("sync session failed", "err", err)
+			return err
+		case <-tick.C:
+			s.saveAll()
+			if d := s.rescanPeriod(); time.Since(lastRescan) >= d {
+				lastRescan = time.Now()
+				for i := range s.trees {
+					s.rescan(i, nil)
+				}
+			}
+		}
+	}
+}
+
+type sfolder struct {
+	mu      sync.Mutex
+	w       *watcher
+	ready   bool // rules received and first scan sent
+	dirty   bool
+	stopFwd chan struct{}
+}
+
+type server struct {
+	log     *slog.Logger
+	opts    ServerOptions
+	q       *queue[any]
+	reset   bool
+	trees   []*tree
+	folders []*sfolder
+	fwd     sync.WaitGroup
+
+	put   *putFile
+	putID uint64
+	putF  int
+	skip  uint64 // chunks of a refused put are dropped
+}
+
+func (s *server) closeTrees() {
+	for _, t := range s.trees {
+		t.close()
+	}
+}
+
+func (s *server) stateFile(t *tree) string {
+	if s.opts.StateDir == "" {
+		return ""
+	}
+	return indexFile(s.opts.StateDir, "remote", t.root)
+}
+
+func (s *server) load(i int, t *tree) {
+	f := s.stateFile(t)
+	if f == "" {
+		return
+	}
+	if s.reset {
+		t.log.Info("sync reset: remote index dropped")
+		return
+	}
+	maps, err := loadIndex(f, t.root, 1)
+	if err != nil {
+		t.log.Warn("remote index unreadable, rehashing", "err", err)
+	}
+	t.idx = maps[0]
+}
+
+func (s *server) saveAll() {
+	for i, t := range s.trees {
+		f := s.folders[i]
+		f.mu.Lock()
+		dirty := f.dirty
+		f.dirty = false
+		f.mu.Unlock()
+		if !dirty {
+			continue
+		}
+		if file := s.stateFile(t); file != "" {
+			if err := saveIndex(file, t.root, t.snapshot()); err != nil {
+				t.log.Warn("saving the remote index", "err", err)
+			}
+		}
+	}
+}
+
+func (s *server) markDirty(i int) {
+	f := s.folders[i]
+	f.mu.Lock()
+	f.dirty = true
+	f.mu.Unlock()
+}
+
+func (s *server) rescanPeriod() time.Duration {
+	for _, f := range s.folders {
+		f.mu.Lock()
+		w := f.w
+		f.mu.Unlock()
+		if w != nil && w.degradedReason() != "" {
+			return rescanFast
+		}
+	}
+	return rescanEvery
+}
+
+func (s *server) stopWatchers() {
+	for _, f := range s.folders {
+		f.mu.Lock()
+		w, stop := f.w, f.stopFwd
+		f.w = nil
+		f.mu.Unlock()
+		if w != nil {
+			close(stop)
+			w.close()
+		}
+	}
+	s.fwd.Wait()
+}
+
+// sendFailed answers a get whose path changed or vanished.
+func (s *server) sendFailed(j *sendJob, cur Entry, err error) {
+	s.q.push(&resultMsg{ID: j.ID, Folder: j.Folder, Path: j.Path, Err: err.Error(), Code: failCode(err), State: cur})
+}
+
+// rescan scans paths (nil: everything) and sends what changed.
+func (s *server) rescan(i int, paths []string) {
+	f := s.folders[i]
+	f.mu.Lock()
+	ready := f.ready
+	w := f.w
+	f.mu.Unlock()
+	if !ready {
+		return
+	}
+	t := s.trees[i]
+	var changed []item
+	if paths == nil {
+		var err error
+		changed, err = t.scanAll(false)
+		if err != nil {
+			t.log.Warn("rescan", "err", err)
+		}
+	} else {
+		changed, _ = t.scanPaths(paths)
+	}
+	if len(changed) == 0 {
+		return
+	}
+	s.markDirty(i)
+	if w != nil {
+		for _, it := range changed {
+			if it.E.Kind == KindDir {
+				w.add(it.Path)
+			}
+		}
+	}
+	s.sendEntries(i, false, changed)
+}
+
+// sendEntries queues items in messages of bounded size.
+func (s *server) sendEntries(i int, full bool, items []item) {
+	const perMsg = 2000 // x at most ~4 KiB each stays under maxBlock... paths are bounded below
+	size := 0
+	start := 0
+	for k, it := range items {
+		size += len(it.Path) + 48
+		if size > maxBlock/2 || k-start >= perMsg {
+			s.q.push(&entriesMsg{Folder: i, Full: full, Items: items[start:k]})
+			start, size = k, len(it.Path)+48
+		}
+	}
+	s.q.push(&entriesMsg{Folder: i, Full: full, Done: full, Items: items[start:]})
+}
+
+// read applies what the client sends.
+func (s *server) read(ctx context.Context, fr *frameReader) error {
+	defer func() {
+		if s.put != nil {
+			s.put.abort()
+		}
+	}()
+	for {
+		typ, body, err := fr.next()
+		if err != nil {
+			return err
+		}
+		m, err := decodeMsg(typ, body)
+		if err != nil {
+			return err
+		}
+		if err := s.handle(ctx, m); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *server) folder(i int) (*tree, error) {
+	if i < 0 || i >= len(s.trees) {
+		return nil, fmt.Errorf("folder %d out of range", i)
+	}
+	return s.trees[i], nil
+}
+
+func (s *server) handle(ctx context.Context, m any) error {
+	switch m := m.(type) {
+	case *rulesMsg:
+		t, err := s.folder(m.Folder)
+		if err != nil {
+			return err
+		}
+		t.setRules(m.Excludes, m.Files)
+		s.startFolder(m.Folder)
+	case *getMsg:
+		if _, err := s.folder(m.Folder); err != nil {
+			return err
+		}
+		if err := checkPath(m.Path); err != nil {
+			s.q.push(&resultMsg{ID: m.ID, Folder: m.Folder, Path: m.Path, Err: err.Error()})
+			s.trees[m.Folder].log.Warn("refused path from the client", "path", m.Path, "err", err)
+			return nil
+		}
+		s.q.push(&sendJob{ID: m.ID, Folder: m.Folder, Path: m.Path, Expect: m.Expect})
+	case *opMsg:
+		t, err := s.folder(m.Folder)
+		if err != nil {
+			return err
+		}
+		if s.put != nil {
+			return errors.New("protocol: op while a file is being received")
+		}
+		res := &resultMsg{ID: m.ID, Folder: m.Folder, Path: m.Path, To: m.To}
+		switch m.Code {
+		case opPut:
+			pf, err := t.beginPut(m.Path, m.E, m.Expect)
+			if err != nil {
+				s.skip = m.ID
+				res.State, res.Err, res.Code = t.get(m.Path), err.Error(), failCode(err)
+				s.q.push(res)
+				return nil
+			}
+			s.put, s.putID, s.putF = pf, m.ID, m.Folder
+			return nil
+		case opMkdir:
+			res.State, err = t.mkdir(m.Path, m.Expect)
+		case opSymlink:
+			res.State, err = t.symlink(m.Path, m.E.Target, m.Expect)
+		case opRemove:
+			res.State, err = t.remove(m.Path, m.Expect)
+		case opMove:
+			res.State, res.ToState, err = t.move(m.Path, m.To, m.Expect)
+		}
+		s.finish(t, m.Folder, res, err)
+	case *chunkMsg:
+		if s.put == nil || s.putID != m.ID {
+			if m.ID == s.skip {
+				return nil
+			}
+			return fmt.Errorf("protocol: data for op %d not in progress", m.ID)
+		}
+		pf := s.put
+		var err error
+		if !m.Abort {
+			err = pf.write(m.Data)
+		}
+		if !m.Last && err == nil {
+			return nil
+		}
+		s.put = nil
+		res := &resultMsg{ID: m.ID, Folder: s.putF, Path: pf.p}
+		if m.Abort {
+			pf.abort()
+			err = fmt.Errorf("%s changed on the sending side while it was sent", pf.p)
+			pf.t.mu.Lock()
+			res.State, _ = pf.t.current(pf.p)
+			pf.t.mu.Unlock()
+		} else if err != nil {
+			pf.abort()
+			s.skip = m.ID
+		} else {
+			res.State, err = pf.commit()
+		}
+		s.finish(pf.t, s.putF, res, err)
+	case *fatalMsg:
+		return fmt.Errorf("the devtool CLI ended the sync: %s", m.Err)
+	default:
+		return fmt.Errorf("protocol: unexpected message %T", m)
+	}
+	return nil
+}
+
+func (s *server) finish(t *tree, i int, res *resultMsg, err error) {
+	if err != nil {
+		res.Err = err.Error()
+		res.Code = failCode(err)
+		if errors.Is(err, errEscape) {
+			t.log.Warn("refused path from the client", "path", res.Path, "err", err)
+		} else {
+			t.log.Debug("op not applied", "path", res.Path, "err", err)
+		}
+	} else {
+		res.OK = true
+	}
+	s.markDirty(i)
+	if dirs := t.takeNewDirs(); len(dirs) > 0 {
+		s.q.push(&entriesMsg{Folder: i, Items: dirs})
+	}
+	s.q.push(res)
+}
+
+// startFolder scans folder i (first time: with the client's rules now
+// known), sends its whole index, and starts watching it.
+func (s *server) startFolder(i int) {
+	t := s.trees[i]
+	f := s.folders[i]
+	f.mu.Lock()
+	first := !f.ready
+	f.ready = true
+	f.mu.Unlock()
+	start := time.Now()
+	if _, err := t.scanAll(first); err != nil {
+		t.log.Warn("scan", "err", err)
+	}
+	snap := t.snapshot()
+	items := make([]item, 0, len(snap))
+	for p, e := range snap {
+		items = append(items, item{Path: p, E: e})
+	}
+	s.markDirty(i)
+	s.sendEntries(i, true, items)
+	t.log.Info("remote index sent", "entries", len(items), "took", time.Since(start))
+	if !first {
+		return
+	}
+	w, err := newWatcher(t.root, t.ignoredDir)
+	if err != nil {
+		t.log.Warn("no file watcher, periodic rescans only", "err", err)
+		return
+	}
+	w.add("")
+	for p, e := range snap {
+		if e.Kind == KindDir {
+			w.add(p)
+		}
+	}
+	if r := w.degradedReason(); r != "" {
+		t.log.Warn("file watching incomplete", "reason", r)
+	}
+	stop := make(chan struct{})
+	f.mu.Lock()
+	f.w, f.stopFwd = w, stop
+	f.mu.Unlock()
+	s.fwd.Add(1)
+	go func() {
+		defer s.fwd.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case b := <-w.out:
+				s.rescan(i, b)
+			}
+		}
+	}()
+}

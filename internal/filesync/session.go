@@ -1,0 +1,123 @@
+package filesync
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// sendJob sends the current content of path (file, folder or symlink) as an
+// op: a client's push, or a server's answer to a get.
+type sendJob struct {
+	ID     uint64
+	Folder int
+	Path   string
+	Expect Entry // what Path must still be on the sending side
+	Peer   Entry // what Path must still be on the receiving side (pushes)
+}
+
+// sender owns the writing half of the stream; one goroutine runs it.
+type sender struct {
+	fw    *frameWriter
+	q     *queue[any]
+	trees []*tree
+	enc   encoder
+	buf   []byte
+	// failed reports a sendJob that could not start (the path changed or
+	// vanished): the client hands it to its engine, the server answers with a
+	// failed result.
+	failed func(j *sendJob, cur Entry, err error)
+}
+
+func newSender(w io.Writer, q *queue[any], trees []*tree, failed func(*sendJob, Entry, error)) *sender {
+	return &sender{fw: newFrameWriter(w), q: q, trees: trees, failed: failed, buf: make([]byte, chunkSize)}
+}
+
+func (s *sender) send(m any) error {
+	s.enc.b = s.enc.b[:0]
+	typ := encodeMsg(&s.enc, m)
+	return s.fw.frame(typ, s.enc.b)
+}
+
+// run writes what is queued until ctx ends or the stream fails, flushing
+// whenever the queue runs dry.
+func (s *sender) run(ctx context.Context) error {
+	defer s.fw.close()
+	for {
+		items, err := s.q.wait(ctx)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			var err error
+			if j, ok := it.(*sendJob); ok {
+				err = s.sendPath(j)
+			} else {
+				err = s.send(it)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if s.q.len() == 0 {
+			if err := s.fw.flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *sender) sendPath(j *sendJob) error {
+	t := s.trees[j.Folder]
+	t.mu.Lock()
+	cur, err := t.expect(j.Path, j.Expect)
+	t.mu.Unlock()
+	if err == nil && cur.Kind == KindNone {
+		err = fmt.Errorf("%s: %w (gone)", j.Path, errChanged)
+	}
+	if err != nil {
+		s.failed(j, cur, err)
+		return nil
+	}
+	op := &opMsg{ID: j.ID, Folder: j.Folder, Path: j.Path, E: cur, Expect: j.Peer}
+	switch cur.Kind {
+	case KindDir:
+		op.Code = opMkdir
+		return s.send(op)
+	case KindSymlink:
+		op.Code = opSymlink
+		return s.send(op)
+	}
+	f, err := t.r.Open(j.Path)
+	if err != nil {
+		s.failed(j, Entry{}, err)
+		return nil
+	}
+	defer f.Close()
+	op.Code = opPut
+	if err := s.send(op); err != nil {
+		return err
+	}
+	h := newHasher()
+	var n int64
+	for {
+		k, rerr := io.ReadFull(f, s.buf)
+		n += int64(k)
+		h.Write(s.buf[:k])
+		last := rerr != nil
+		if n > cur.Size {
+			// grew while being sent: the receiver drops it, the watcher
+			// brings the new version.
+			return s.send(&chunkMsg{ID: j.ID, Last: true, Abort: true})
+		}
+		if last && (n != cur.Size || h.Sum64() != cur.Hash) {
+			return s.send(&chunkMsg{ID: j.ID, Last: true, Abort: true})
+		}
+		if err := s.send(&chunkMsg{ID: j.ID, Data: s.buf[:k], Last: last}); err != nil {
+			return err
+		}
+		if last {
+			return nil
+		}
+	}
+}

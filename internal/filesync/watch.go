@@ -1,0 +1,167 @@
+package filesync
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+const (
+	debounce    = 3 * time.Millisecond  // quiet time before a batch is handed over
+	debounceMax = 30 * time.Millisecond // a batch waits no longer under constant events
+)
+
+// watcher watches every synchronized folder of a tree through fsnotify and
+// hands over debounced batches of changed paths (relative, slash-separated).
+// A nil batch asks for a full rescan (events were lost).
+type watcher struct {
+	root    string
+	ignored func(rel string) bool
+	w       *fsnotify.Watcher
+	out     chan []string
+	done    chan struct{}
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	degraded string // why watching is incomplete ("" when it is not)
+}
+
+// newWatcher starts watching; ignored tells which new folders not to watch.
+func newWatcher(root string, ignored func(rel string) bool) (*watcher, error) {
+	fw, err := fsnotify.NewBufferedWatcher(4096)
+	if err != nil {
+		return nil, err
+	}
+	w := &watcher{root: root, ignored: ignored, w: fw, out: make(chan []string, 1), done: make(chan struct{})}
+	w.wg.Add(1)
+	go w.loop()
+	return w, nil
+}
+
+// close stops the watcher and waits for its goroutine.
+func (w *watcher) close() {
+	close(w.done)
+	w.w.Close()
+	w.wg.Wait()
+}
+
+// add watches folder rel ("" = root). Running out of inotify watches is
+// remembered (the caller falls back to periodic rescans and reports it).
+func (w *watcher) add(rel string) {
+	err := w.w.Add(filepath.Join(w.root, filepath.FromSlash(rel)))
+	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.degraded == "" {
+		if errors.Is(err, syscall.ENOSPC) {
+			w.degraded = "out of inotify watches (raise fs.inotify.max_user_watches); changes are found by periodic rescans"
+		} else {
+			w.degraded = "watching " + rel + ": " + err.Error() + "; changes are found by periodic rescans"
+		}
+	}
+}
+
+func (w *watcher) degradedReason() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.degraded
+}
+
+func (w *watcher) loop() {
+	defer w.wg.Done()
+	pending := map[string]struct{}{}
+	rescan := false
+	var timer *time.Timer
+	var timerC <-chan time.Time
+	var first time.Time
+	for {
+		select {
+		case <-w.done:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case ev, ok := <-w.w.Events:
+			if !ok {
+				return
+			}
+			rel, err := filepath.Rel(w.root, ev.Name)
+			if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+				continue
+			}
+			rel = filepath.ToSlash(rel)
+			if strings.Contains(rel, tmpPrefix) {
+				continue
+			}
+			pending[rel] = struct{}{}
+			if ev.Has(fsnotify.Create) && !w.ignored(rel) {
+				// Watch a new folder at once; the rescan of the batch walks
+				// what was created in it before the watch took.
+				if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
+					w.addTree(rel, 0)
+				}
+			}
+		case err, ok := <-w.w.Errors:
+			if !ok {
+				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				rescan = true
+			}
+		case <-timerC:
+			var batch []string
+			if !rescan {
+				batch = make([]string, 0, len(pending))
+				for p := range pending {
+					batch = append(batch, p)
+				}
+			}
+			select {
+			case w.out <- batch:
+				pending = map[string]struct{}{}
+				rescan = false
+				timerC = nil
+			case <-w.done:
+				return
+			}
+			continue
+		}
+		if timerC == nil {
+			first = time.Now()
+			timer = time.NewTimer(debounce)
+			timerC = timer.C
+		} else if time.Since(first) < debounceMax {
+			timer.Reset(debounce)
+		}
+	}
+}
+
+// addTree watches folder rel and every folder below it that is not ignored.
+func (w *watcher) addTree(rel string, depth int) {
+	w.add(rel)
+	if depth > 256 {
+		return
+	}
+	ents, err := os.ReadDir(filepath.Join(w.root, filepath.FromSlash(rel)))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || skipName(e.Name()) {
+			continue
+		}
+		sub := join(rel, e.Name())
+		if !w.ignored(sub) {
+			w.addTree(sub, depth+1)
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package filesync
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// The stream: a 6-byte hello each way ("DTSY" + big-endian protocol version),
+// then blocks. A block is a 4-byte header (bit 31: zstd-compressed; low 31
+// bits: payload length), for a compressed block a 4-byte decompressed length,
+// then the payload: whole frames, each a uvarint length, a type byte and the
+// body. Every length is checked against maxBlock before anything is read or
+// allocated.
+
+// ProtocolVersion is the sync protocol spoken by this build. Both ends must
+// speak the same one.
+const ProtocolVersion = 1
+
+const (
+	magic       = "DTSY"
+	maxBlock    = 1 << 20   // decoded block payload bound
+	flushAt     = 256 << 10 // a block is sent once this full
+	chunkSize   = 128 << 10 // file data per frame
+	compressMin = 2 << 10   // smaller blocks are sent as they are
+)
+
+const (
+	msgHello byte = iota + 1
+	msgHelloOK
+	msgRules
+	msgEntries
+	msgOp
+	msgChunk
+	msgResult
+	msgGet
+	msgFatal
+)
+
+func writeHello(w io.Writer) error {
+	var b [6]byte
+	copy(b[:], magic)
+	binary.BigEndian.PutUint16(b[4:], ProtocolVersion)
+	_, err := w.Write(b[:])
+	return err
+}
+
+// readHello reads the peer's hello and checks its version.
+func readHello(r io.Reader, peer string) error {
+	var b [6]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return fmt.Errorf("reading the %s's sync hello: %w", peer, err)
+	}
+	if string(b[:4]) != magic {
+		return fmt.Errorf("%w: the %s does not speak the devtool sync protocol (got %q)", ErrVersion, peer, b[:4])
+	}
+	if v := binary.BigEndian.Uint16(b[4:]); v != ProtocolVersion {
+		return fmt.Errorf("%w: this end speaks version %d, the %s version %d; use a devtool CLI and agent of the same release", ErrVersion, ProtocolVersion, peer, v)
+	}
+	return nil
+}
+
+// frameWriter batches frames into blocks, compressing a block when that pays.
+// One goroutine uses it.
+type frameWriter struct {
+	w     io.Writer
+	buf   []byte
+	zbuf  []byte
+	enc   *zstd.Encoder
+	skip  int // blocks left to send raw after one that did not shrink
+	Bytes int64
+}
+
+func newFrameWriter(w io.Writer) *frameWriter {
+	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+	return &frameWriter{w: w, enc: enc, buf: make([]byte, 8, flushAt+chunkSize+64)}
+}
+
+func (fw *frameWriter) close() { fw.enc.Close() }
+
+// frame appends one frame; it sends the block first when the frame would not
+// fit, and after it when the block is full.
+func (fw *frameWriter) frame(typ byte, body []byte) error {
+	n := 1 + len(body)
+	if n+binary.MaxVarintLen32 > maxBlock {
+		return fmt.Errorf("frame of %d bytes exceeds the %d-byte bound", n, maxBlock)
+	}
+	if len(fw.buf)-8+n+binary.MaxVarintLen32 > maxBlock {
+		if err := fw.flush(); err != nil {
+			return err
+		}
+	}
+	fw.buf = binary.AppendUvarint(fw.buf, uint64(n))
+	fw.buf = append(fw.buf, typ)
+	fw.buf = append(fw.buf, body...)
+	if len(fw.buf)-8 >= flushAt {
+		return fw.flush()
+	}
+	return nil
+}
+
+// flush sends the pending block.
+func (fw *frameWriter) flush() error {
+	payload := fw.buf[8:]
+	if len(payload) == 0 {
+		return nil
+	}
+	out := fw.buf[4:] // 4-byte header + payload
+	binary.BigEndian.PutUint32(out, uint32(len(payload)))
+	if len(payload) >= compressMin && fw.skip == 0 {
+		fw.zbuf = fw.enc.EncodeAll(payload, append(fw.zbuf[:0], make([]byte, 8)...))
+		if z := len(fw.zbuf) - 8; z < len(payload)*7/8 {
+			binary.BigEndian.PutUint32(fw.zbuf, uint32(z)|1<<31)
+			binary.BigEndian.PutUint32(fw.zbuf[4:], uint32(len(payload)))
+			out = fw.zbuf
+		} else {
+			fw.skip = 8 // incompressible data: try again 8 blocks later
+		}
+	} else if fw.skip > 0 {
+		fw.skip--
+	}
+	_, err := fw.w.Write(out)
+	fw.Bytes += int64(len(out))
+	fw.buf = fw.buf[:8]
+	return err
+}
+
+// frameReader splits the stream back into frames.
+type frameReader struct {
+	r     *bufio.Reader
+	raw   []byte
+	block []byte
+	rest  []byte
+	dec   *zstd.Decoder
+}
+
+func newFrameReader(r io.Reader) *frameReader {
+	dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock), zstd.WithDecoderLowmem(true))
+	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), dec: dec}
+}
+
+func (fr *frameReader) close() { fr.dec.Close() }
+
+// next returns the next frame; body is valid until the following call.
+func (fr *frameReader) next() (typ byte, body []byte, err error) {
+	for len(fr.rest) == 0 {
+		if err := fr.readBlock(); err != nil {
+			return 0, nil, err
+		}
+	}
+	n, k := binary.Uvarint(fr.rest)
+	if k <= 0 || n == 0 || n > uint64(len(fr.rest)-k) {
+		return 0, nil, fmt.Errorf("corrupt sync stream: frame length %d with %d bytes left in the block", n, len(fr.rest))
+	}
+	f := fr.rest[k : k+int(n)]
+	fr.rest = fr.rest[k+int(n):]
+	return f[0], f[1:], nil
+}
+
+func (fr *frameReader) readBlock() error {
+	var h [4]byte
+	if _, err := io.ReadFull(fr.r, h[:]); err != nil {
+		return err
+	}
+	v := binary.BigEndian.Uint32(h[:])
+	compressed := v&(1<<31) != 0
+	n := int(v &^ (1 << 31))
+	if n == 0 || n > maxBlock {
+		return fmt.Errorf("corrupt sync stream: block length %d (bound %d)", n, maxBlock)
+	}
+	if !compressed {
+		fr.block = grow(fr.block, n)
+		if _, err := io.ReadFull(fr.r, fr.block); err != nil {
+			return unexpected(err)
+		}
+		fr.rest = fr.block
+		return nil
+	}
+	if _, err := io.ReadFull(fr.r, h[:]); err != nil {
+		return unexpected(err)
+	}
+	m := int(binary.BigEndian.Uint32(h[:]))
+	if m == 0 || m > maxBlock {
+		return fmt.Errorf("corrupt sync stream: decompressed block length %d (bound %d)", m, maxBlock)
+	}
+	fr.raw = grow(fr.raw, n)
+	if _, err := io.ReadFull(fr.r, fr.raw); err != nil {
+		return unexpected(err)
+	}
+	out, err := fr.dec.DecodeAll(fr.raw, fr.block[:0])
+	if err != nil {
+		return fmt.Errorf("corrupt sync stream: %w", err)
+	}
+	if len(out) != m {
+		return fmt.Errorf("corrupt sync stream: block decompressed to %d bytes, header said %d", len(out), m)
+	}
+	fr.block = out
+	fr.rest = out
+	return nil
+}
+
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
