@@ -28,8 +28,8 @@ func testTemplate(name string) corev1.PodTemplateSpec {
 			TerminationGracePeriodSeconds: ptr(int64(1)),
 			Containers: []corev1.Container{{
 				Name: name, Image: testcluster.Image, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command: []string{"sh", "-c", "exec httpd -f -p 8080 -h /tmp"},
-				Env:     []corev1.EnvVar{{Name: "FROM_ORIGINAL", Value: "yes"}},
+				Command:        []string{"sh", "-c", "exec httpd -f -p 8080 -h /tmp"},
+				Env:            []corev1.EnvVar{{Name: "FROM_ORIGINAL", Value: "yes"}},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1},
 			}},
 		},
