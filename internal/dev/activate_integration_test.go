@@ -5,6 +5,7 @@ package dev
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -270,5 +271,5 @@ func TestWatch(t *testing.T) {
 }
 
 func kubeExec(ns, pod, container, script string) kube.ExecOptions {
-	return kube.ExecOptions{Namespace: ns, Pod: pod, Container: container, Command: []string{"sh", "-c", script}}
+	return kube.ExecOptions{Namespace: ns, Pod: pod, Container: container, Command: []string{"sh", "-c", script}, Stdout: io.Discard, Stderr: io.Discard}
 }
