@@ -273,3 +273,43 @@ func TestWatch(t *testing.T) {
 func kubeExec(ns, pod, container, script string) kube.ExecOptions {
 	return kube.ExecOptions{Namespace: ns, Pod: pod, Container: container, Command: []string{"sh", "-c", script}, Stdout: io.Discard, Stderr: io.Discard}
 }
+
+// TestInstallAgent uploads an "agent" (a shell script standing in for the binary: the upload
+// does not look inside) into a fresh dev pod: the launcher starts it, the key is written 0600,
+// and a second install with the same hash uploads nothing.
+func TestInstallAgent(t *testing.T) {
+	c := testcluster.Connect(t)
+	ns := c.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs := c.Clientset
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: testTemplate("web")}}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Activate(ctx, ActivateOptions{Client: cs, Namespace: ns, Dev: &manifest.Dev{Name: "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := []byte("#!/bin/sh\necho \"agent $*\" > /devtool/started\nexec sleep 3600\n")
+	src := func(arch string) ([]byte, string, error) { return agent, "abc123-" + arch, nil }
+	key := []byte("ssh-ed25519 AAAAtestkey dev\n")
+	o := InstallOptions{Exec: c.Client, Namespace: ns, Pod: a.Pod, Container: a.Container, Agent: src, AuthorizedKey: key}
+	res, err := Install(ctx, o)
+	if err != nil || !res.Uploaded || (res.Arch != "amd64" && res.Arch != "arm64") {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	var out strings.Builder
+	script := "for i in $(seq 50); do [ -f /devtool/started ] && break; sleep 0.2; done; cat /devtool/started; stat -c %a /devtool/ssh/authorized_keys; cat /devtool/ssh/authorized_keys"
+	if err := c.Exec(ctx, kube.ExecOptions{Namespace: ns, Pod: a.Pod, Container: a.Container, Command: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out}); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if got := out.String(); !strings.Contains(got, "agent serve --home /devtool --addr 127.0.0.1:2222") || !strings.Contains(got, "600") || !strings.Contains(got, "AAAAtestkey") {
+		t.Errorf("in the pod: %q", got)
+	}
+	res, err = Install(ctx, o)
+	if err != nil || res.Uploaded {
+		t.Errorf("second install: %+v %v", res, err)
+	}
+}
