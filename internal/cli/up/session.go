@@ -1,0 +1,135 @@
+//go:build devssh
+
+// This file is wired to internal/devssh (branch agent) once its API lands; the names follow
+// the brief's contract and are adjusted on merge.
+
+package up
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/dev"
+	"github.com/devtool/devtool/internal/devssh"
+	"github.com/devtool/devtool/internal/filesync"
+)
+
+func runSession(ctx context.Context, opts *Options, p *prepared) error {
+	d := p.dev.Dev
+	signer, err := devssh.LoadOrCreateKey(p.state.KeyFile())
+	if err != nil {
+		return err
+	}
+	p.dev.AuthorizedKey = ssh.MarshalAuthorizedKey(signer.PublicKey())
+	if d.PersistentVolume != nil && !d.PersistentVolume.Enabled {
+		// No volume: the agent's host key is new in every pod.
+		_ = os.Remove(p.state.KnownHostsFile())
+	}
+	tty := opts.IO.CanPrompt() && opts.IO.IsStdoutTTY()
+	p.dev.Progress = func(e dev.Event) {
+		if !tty || e.State == dev.StateFailed || e.State == dev.StateReady {
+			fmt.Fprintf(opts.IO.ErrOut, "%s: %s\n", e.State, e.Message)
+		}
+	}
+	a, dialer, err := p.dev.Start(ctx)
+	if err != nil {
+		return err
+	}
+	dialer.OnPod = func(pod string) { p.dev.Report(dev.Event{State: dev.StateAttaching, Message: "connecting to pod " + pod}) }
+
+	sess := devssh.NewSession(dialer.Dial, devssh.ClientConfig{Signer: signer, KnownHostsFile: p.state.KnownHostsFile()})
+	for _, f := range d.Forward {
+		host := "127.0.0.1"
+		if f.Service != "" {
+			host = f.Service
+		}
+		if err := sess.Forward(int(f.Local), host, int(f.Remote)); err != nil {
+			return cmdutil.WithHint(fmt.Errorf("forward %d: %w", f.Local, err), "another program uses that port: change dev."+d.Name+".forward")
+		}
+	}
+	for _, r := range d.Reverse {
+		if err := sess.Reverse(int(r.Remote), net.JoinHostPort("127.0.0.1", strconv.Itoa(int(r.Local)))); err != nil {
+			return err
+		}
+	}
+
+	sc, err := filesync.NewClient(filesync.ClientOptions{Folders: folders(d), StateDir: p.state.SyncDir(), Reset: opts.Reset, Logger: p.dev.Logger})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	svc := dev.StatusService{Addr: ln.Addr().String(), User: "devtool", Password: dev.NewCredential(16)}
+	if err := p.state.WriteStatusService(svc); err != nil {
+		ln.Close()
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+	defer stop()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { <-gctx.Done(); return ln.Close() })
+	g.Go(func() error { return filesync.ServeStatus(ln, svc.User, svc.Password, sc) })
+	g.Go(func() error { return sess.Run(gctx) })
+	g.Go(func() error { return p.dev.Follow(gctx, a, dialer) })
+	conns := make(chan dev.Opener, 1)
+	loop := &dev.SyncLoop{Client: sc, Report: p.dev.Report, Logger: p.dev.Logger}
+	g.Go(func() error { return loop.Run(gctx, conns) })
+	g.Go(func() error {
+		first := true
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case ev := <-sess.Events():
+				if ev.Client == nil {
+					continue
+				}
+				if !first {
+					fmt.Fprintf(opts.IO.ErrOut, "reconnected to %s in %s; forwards answer again on the same ports\n", dialer.Pod(), ev.Duration.Round(1e6))
+				}
+				first = false
+				c := ev.Client
+				select {
+				case conns <- func() (io.ReadWriteCloser, error) { return c.OpenSubsystem(dev.SyncSubsystem) }:
+				case <-gctx.Done():
+					return nil
+				}
+			}
+		}
+	})
+	err = g.Wait()
+	var stopped *dev.StoppedError
+	switch {
+	case errors.As(err, &stopped):
+		fmt.Fprintf(opts.IO.ErrOut, "%s: stopping\n", stopped.Error())
+		return nil
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		fmt.Fprintf(opts.IO.ErrOut, "Stopped. The dev container %s stays active: 'devtool exec %s -- CMD' works; 'devtool down %s' ends it\n", d.Name, d.Name, d.Name)
+		return nil
+	}
+	return err
+}
+
+func folders(d *dev.Dev) []filesync.Folder {
+	var out []filesync.Folder
+	for _, s := range d.Sync {
+		out = append(out, filesync.Folder{Local: s.Local, Remote: s.Remote})
+	}
+	return out
+}
+
+var _ = strings.TrimSpace
