@@ -39,7 +39,8 @@ const (
 	// AnnotationOriginal is on the mirror: Kind/name of the workload it mirrors.
 	AnnotationOriginal = "dev.devtool/original"
 
-	labelManagedBy = "app.kubernetes.io/managed-by"
+	labelManagedBy  = "app.kubernetes.io/managed-by"
+	labelDeployedBy = "dev.devtool/deployed-by"
 
 	// Home is where the dev container's volume is mounted: agent, ssh keys, sync state and the
 	// synced folders (as sub paths).
@@ -241,8 +242,13 @@ func Mirror(orig Workload, d *manifest.Dev, o MirrorOptions) (Workload, error) {
 	meta := metav1.ObjectMeta{
 		Name:        MirrorName(orig.Name()),
 		Namespace:   orig.Meta().Namespace,
-		Labels:      map[string]string{LabelDev: d.Name, labelManagedBy: "devtool"},
+		Labels:      devLabels(orig, d),
 		Annotations: map[string]string{AnnotationOriginal: orig.String()},
+	}
+	// Owned (not controlled) by the original: deploy's prune skips owned objects, destroy and
+	// anyone deleting the original take the mirror with it.
+	if uid := orig.Meta().UID; uid != "" {
+		meta.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: orig.Kind(), Name: orig.Name(), UID: uid}}
 	}
 	one := int32(1)
 	if orig.StatefulSet != nil {
@@ -275,6 +281,16 @@ func Mirror(orig Workload, d *manifest.Dev, o MirrorOptions) (Workload, error) {
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: KindDeployment}, ObjectMeta: meta, Spec: spec}}, nil
 }
 
+// devLabels are the labels of the mirror and the dev volume: the dev name, and the
+// environment labels of the original so `destroy` finds them.
+func devLabels(orig Workload, d *manifest.Dev) map[string]string {
+	l := map[string]string{LabelDev: d.Name, labelManagedBy: "devtool"}
+	if env, ok := orig.Meta().Labels[labelDeployedBy]; ok {
+		l[labelDeployedBy] = env
+	}
+	return l
+}
+
 func homeVolumeSource(orig Workload, d *manifest.Dev) corev1.Volume {
 	if d.PersistentVolume != nil && !d.PersistentVolume.Enabled {
 		return corev1.Volume{Name: homeVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
@@ -303,7 +319,7 @@ func VolumeClaim(orig Workload, d *manifest.Dev) (*corev1.PersistentVolumeClaim,
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: VolumeName(orig.Name()), Namespace: orig.Meta().Namespace,
-			Labels: map[string]string{LabelDev: d.Name, labelManagedBy: "devtool"},
+			Labels: devLabels(orig, d),
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},

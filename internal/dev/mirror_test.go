@@ -57,7 +57,7 @@ func sampleTemplate() corev1.PodTemplateSpec {
 func sampleDeployment() *appsv1.Deployment {
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Labels: map[string]string{"dev.devtool/deployed-by": "hello"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "uid-1", Labels: map[string]string{"dev.devtool/deployed-by": "hello"}},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr(int32(3)),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "web", "dev.devtool/deployed-by": "hello"}},
@@ -135,8 +135,9 @@ func TestMirrorDeploymentGolden(t *testing.T) {
 	if d.Name != "web-devtool" || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Errorf("name/replicas/strategy: %s %d %s", d.Name, *d.Spec.Replicas, d.Spec.Strategy.Type)
 	}
-	if _, ok := d.Labels["dev.devtool/deployed-by"]; ok {
-		t.Error("the mirror must not carry deployed-by: a redeploy would prune it")
+	if d.Labels["dev.devtool/deployed-by"] != "hello" || len(d.OwnerReferences) != 1 || d.OwnerReferences[0].Name != "web" ||
+		d.OwnerReferences[0].Controller != nil {
+		t.Errorf("the mirror carries the environment label (destroy finds it) and is owned, not controlled, by the original (prune skips it): %v %v", d.Labels, d.OwnerReferences)
 	}
 	for k, v := range orig.Deployment.Spec.Template.Labels {
 		if d.Spec.Template.Labels[k] != v {
