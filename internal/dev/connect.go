@@ -7,9 +7,12 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/manifest"
 )
 
 // PodDialer opens connections to the agent of a dev container's current pod: it finds the
@@ -110,4 +113,28 @@ func containerRunning(p *corev1.Pod, container string) bool {
 		}
 	}
 	return false
+}
+
+// RunningPod finds the running pod of an active dev container (for exec): an error that says
+// so when the dev container is not active.
+func RunningPod(ctx context.Context, cs kubernetes.Interface, ns string, d *manifest.Dev) (pod, container string, err error) {
+	sel := labels.SelectorFromSet(map[string]string{LabelDev: d.Name}).String()
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return "", "", fmt.Errorf("finding dev container %s: %w", d.Name, err)
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		idx, err := DevContainer(&p.Spec, d, p.Name)
+		if err != nil {
+			continue
+		}
+		if name := p.Spec.Containers[idx].Name; containerRunning(p, name) {
+			return p.Name, name, nil
+		}
+	}
+	return "", "", fmt.Errorf("no active dev container %s for this folder in namespace %s", d.Name, ns)
 }
