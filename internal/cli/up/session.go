@@ -8,12 +8,13 @@ package up
 import (
 	"context"
 	"errors"
+	"io"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/crypto/ssh"
@@ -23,6 +24,7 @@ import (
 	"github.com/devtool/devtool/internal/dev"
 	"github.com/devtool/devtool/internal/devssh"
 	"github.com/devtool/devtool/internal/filesync"
+	"github.com/devtool/devtool/internal/manifest"
 )
 
 func runSession(ctx context.Context, opts *Options, p *prepared) error {
@@ -86,6 +88,52 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 	g.Go(func() error { return sess.Run(gctx) })
 	g.Go(func() error { return p.dev.Follow(gctx, a, dialer) })
 	conns := make(chan dev.Opener, 1)
+	clients := make(chan *devssh.Client, 1)
+	ready := make(chan struct{})
+	var readyOnce sync.Once
+	report := p.dev.Report
+	p.dev.Progress = func(e dev.Event) {
+		if !tty || e.State == dev.StateFailed || e.State == dev.StateReady {
+			fmt.Fprintf(opts.IO.ErrOut, "%s: %s\n", e.State, e.Message)
+		}
+		if e.State == dev.StateReady {
+			readyOnce.Do(func() { close(ready) })
+		}
+	}
+	_ = report
+	command := devCommand(opts, d)
+	var exitCode int
+	g.Go(func() error {
+		// The dev command: on a terminal, once, with a PTY (its end ends up); otherwise run
+		// again on each new connection, its output on ours.
+		select {
+		case <-ready:
+		case <-gctx.Done():
+			return nil
+		}
+		if !tty && len(command) == 0 {
+			return nil
+		}
+		for {
+			var c *devssh.Client
+			select {
+			case c = <-clients:
+			case <-gctx.Done():
+				return nil
+			}
+			code, err := c.Exec(gctx, devssh.ExecOptions{Command: command, Stdin: stdinFor(tty, opts), Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut, TTY: tty})
+			if tty && err == nil {
+				exitCode = code
+				return errShellEnded
+			}
+			if gctx.Err() != nil {
+				return nil
+			}
+			if err == nil {
+				fmt.Fprintf(opts.IO.ErrOut, "the dev command exited with code %d; it runs again after the next reconnect\n", code)
+			}
+		}
+	})
 	loop := &dev.SyncLoop{Client: sc, Report: p.dev.Report, Logger: p.dev.Logger}
 	g.Go(func() error { return loop.Run(gctx, conns) })
 	g.Go(func() error {
@@ -104,6 +152,10 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 				first = false
 				c := ev.Client
 				select {
+				case clients <- c:
+				default:
+				}
+				select {
 				case conns <- func() (io.ReadWriteCloser, error) { return c.OpenSubsystem(dev.SyncSubsystem) }:
 				case <-gctx.Done():
 					return nil
@@ -114,6 +166,11 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 	err = g.Wait()
 	var stopped *dev.StoppedError
 	switch {
+	case errors.Is(err, errShellEnded):
+		if exitCode != 0 {
+			return &cmdutil.ExitStatus{Code: exitCode}
+		}
+		return nil
 	case errors.As(err, &stopped):
 		fmt.Fprintf(opts.IO.ErrOut, "%s: stopping\n", stopped.Error())
 		return nil
@@ -124,7 +181,7 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 	return err
 }
 
-func folders(d *dev.Dev) []filesync.Folder {
+func folders(d *manifest.Dev) []filesync.Folder {
 	var out []filesync.Folder
 	for _, s := range d.Sync {
 		out = append(out, filesync.Folder{Local: s.Local, Remote: s.Remote})
@@ -132,4 +189,25 @@ func folders(d *dev.Dev) []filesync.Folder {
 	return out
 }
 
-var _ = strings.TrimSpace
+var errShellEnded = errors.New("the dev command ended")
+
+// devCommand is --command, else the dev entry's command, else sh on a terminal.
+func devCommand(opts *Options, d *manifest.Dev) []string {
+	if opts.Command != "" {
+		return []string{"sh", "-c", opts.Command}
+	}
+	if len(d.Command) > 0 {
+		return d.Command
+	}
+	if opts.IO.CanPrompt() {
+		return []string{"sh"}
+	}
+	return nil
+}
+
+func stdinFor(tty bool, opts *Options) io.Reader {
+	if tty {
+		return opts.IO.In
+	}
+	return nil
+}
