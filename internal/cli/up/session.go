@@ -8,8 +8,8 @@ package up
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -48,7 +48,9 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 	if err != nil {
 		return err
 	}
-	dialer.OnPod = func(pod string) { p.dev.Report(dev.Event{State: dev.StateAttaching, Message: "connecting to pod " + pod}) }
+	dialer.OnPod = func(pod string) {
+		p.dev.Report(dev.Event{State: dev.StateAttaching, Message: "connecting to pod " + pod})
+	}
 
 	sess := devssh.NewSession(dialer.Dial, devssh.ClientConfig{Signer: signer, KnownHostsFile: p.state.KnownHostsFile()})
 	for _, f := range d.Forward {
