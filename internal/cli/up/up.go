@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/contexts"
@@ -160,6 +161,10 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 		return nil, err
 	}
 	logger := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})).With("dev", d.Name)
+	// client-go reports ended watches and stray stream messages through klog on stderr, which
+	// would draw over the dev command's terminal: up sends them to its log instead.
+	klog.LogToStderr(false)
+	klog.SetOutput(logf)
 
 	deployed := false
 	if !opts.ForceDeploy {
