@@ -5,7 +5,9 @@ package e2e
 import (
 	"archive/zip"
 	"context"
+	"errors"
 	"io"
+	"os/exec"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +45,13 @@ func TestDevDownDoctorRestart(t *testing.T) {
 	if _, err := dev.Activate(actx, dev.ActivateOptions{Client: cs, Namespace: ns,
 		Dev: &manifest.Dev{Name: "web", Environment: map[string]string{"API_TOKEN": "very-secret-value-1"}}}); err != nil {
 		t.Fatal(err)
+	}
+
+	// exec: a second process, its output and exit code.
+	stdout, _, err := u.run("exec", "web", "--namespace", ns, "--", "sh", "-c", "echo in-dev-$FROM_EXEC$API_TOKEN; test -d /devtool; exit 7")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 || !strings.Contains(stdout, "in-dev-very-secret-value-1") {
+		t.Errorf("exec: %v %q", err, stdout)
 	}
 
 	out := u.mustRun("doctor", "web", "--namespace", ns)
@@ -89,5 +98,8 @@ func TestDevDownDoctorRestart(t *testing.T) {
 	}
 	if _, errOut, _ := u.run("down", "web", "--namespace", ns); !strings.Contains(errOut, "not active") {
 		t.Errorf("second down: %s", errOut)
+	}
+	if _, errOut, err := u.run("exec", "web", "--namespace", ns, "--", "true"); err == nil || !strings.Contains(errOut, "no active dev container web") {
+		t.Errorf("exec after down: %v %s", err, errOut)
 	}
 }

@@ -1,5 +1,3 @@
-//go:build devssh
-
 // Package exec implements `devtool exec`.
 package exec
 
@@ -7,16 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
+
+	"golang.org/x/term"
+	utilexec "k8s.io/client-go/util/exec"
 
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/cmdutil"
-	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/dev"
-	"github.com/devtool/devtool/internal/devssh"
 	"github.com/devtool/devtool/internal/iostreams"
+	"github.com/devtool/devtool/internal/kube"
 )
 
 // Options are the inputs of `devtool exec`.
@@ -39,7 +38,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	cmd := &cobra.Command{
 		Use:   "exec [devName] -- COMMAND [ARG...]",
 		Short: "Run a command in an active dev container",
-		Long: `Exec runs a command in the dev container through its agent, over its own SSH connection, so it
+		Long: `Exec runs a command in the active dev container of this folder, over its own connection, so it
 works whether or not 'devtool up' is running. On a terminal the command gets a PTY; otherwise plain
 streams. devtool exits with the command's exit code.`,
 		Example: `  devtool exec -- go test ./...
@@ -88,37 +87,33 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return cmdutil.WithHint(err, "start it with 'devtool up "+d.Name+"'")
 	}
-	home, err := contexts.HomeDir(opts.Getenv)
-	if err != nil {
-		return err
-	}
-	sd := &dev.StateDir{Path: dev.StateDirPath(home, p.Dir, d.Name)}
-	if _, err := os.Stat(sd.KeyFile()); errors.Is(err, fs.ErrNotExist) {
-		return cmdutil.WithHint(fmt.Errorf("dev container %s was started from another machine or folder: this one has no key for it", d.Name),
-			"run 'devtool up "+d.Name+"' here once (it installs this folder's key)")
-	}
-	signer, err := devssh.LoadOrCreateKey(sd.KeyFile())
-	if err != nil {
-		return err
-	}
-	_ = container
-	conn, err := t.Kube.DialPod(ctx, t.Namespace, pod, dev.AgentPort)
-	if err != nil {
-		return err
-	}
-	c, err := devssh.Dial(ctx, conn, devssh.ClientConfig{Signer: signer, KnownHostsFile: sd.KnownHostsFile()})
-	if err != nil {
-		conn.Close()
-		return err
-	}
-	defer c.Close()
+	// Until the agent's SSH connection is wired, the command runs through the exec API.
 	tty := opts.IO.CanPrompt() && opts.IO.IsStdoutTTY()
-	code, err := c.Exec(ctx, devssh.ExecOptions{Command: opts.Command, Stdin: opts.IO.In, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut, TTY: tty})
-	if err != nil {
-		return err
+	eo := kube.ExecOptions{Namespace: t.Namespace, Pod: pod, Container: container, Command: opts.Command,
+		Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut, TTY: tty}
+	if tty {
+		eo.Stdin = opts.IO.In
+		if f, ok := opts.IO.In.(*os.File); ok {
+			if old, err := term.MakeRaw(int(f.Fd())); err == nil {
+				defer func() { _ = term.Restore(int(f.Fd()), old) }()
+			}
+		}
+	} else if f, ok := opts.IO.In.(*os.File); !ok || !isCharDevice(f) {
+		eo.Stdin = opts.IO.In
 	}
-	if code != 0 {
-		return &cmdutil.ExitStatus{Code: code}
+	err = t.Kube.Exec(ctx, eo)
+	var ee utilexec.ExitError
+	if errors.As(err, &ee) {
+		return &cmdutil.ExitStatus{Code: ee.ExitStatus()}
+	}
+	if err != nil {
+		return fmt.Errorf("exec in dev container %s: %w", d.Name, err)
 	}
 	return nil
+}
+
+// isCharDevice reports whether f is a terminal or /dev/null-like device (no data to send).
+func isCharDevice(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/devtool/devtool/internal/cli/destroy"
 	doctorcmd "github.com/devtool/devtool/internal/cli/doctor"
 	downcmd "github.com/devtool/devtool/internal/cli/down"
+	execcmd "github.com/devtool/devtool/internal/cli/exec"
 	"github.com/devtool/devtool/internal/cli/endpoints"
 	initcmd "github.com/devtool/devtool/internal/cli/init"
 	logscmd "github.com/devtool/devtool/internal/cli/logs"
@@ -70,6 +71,7 @@ their images, streams their logs, and manages the contexts and namespaces its co
 	cmd.AddCommand(initcmd.NewCmd(f, nil))
 	cmd.AddCommand(logscmd.NewCmd(f, nil))
 	cmd.AddCommand(downcmd.NewCmd(f, nil))
+	cmd.AddCommand(execcmd.NewCmd(f, nil))
 	cmd.AddCommand(restartcmd.NewCmd(f, nil))
 	cmd.AddCommand(doctorcmd.NewCmd(f, nil))
 	return cmd
