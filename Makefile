@@ -7,15 +7,22 @@ PKG     := github.com/devtool/devtool/internal/buildinfo
 LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT) -X $(PKG).Date=$(DATE)
 GO      ?= go
 
-.PHONY: help build install test test-unit test-integration vet deps cluster-build cluster-up cluster-down demo
+.PHONY: help build agent install test test-unit test-integration vet deps cluster-build cluster-up cluster-down demo
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-build: ## build bin/devtool with the version stamped in
+build: agent ## build bin/devtool with the version stamped in (the agent binaries embedded)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/devtool ./cmd/devtool
 
-install: ## install devtool into GOBIN
+AGENT_BIN := internal/agentbin/bin
+agent: ## cross-build devtool-agent (static) for linux/amd64 and linux/arm64, gzip'd into internal/agentbin/bin
+	@set -e; for arch in amd64 arm64; do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(AGENT_BIN)/devtool-agent-linux-$$arch ./cmd/devtool-agent; \
+		gzip -9 -n -f $(AGENT_BIN)/devtool-agent-linux-$$arch; \
+	done
+
+install: agent ## install devtool into GOBIN
 	CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/devtool
 
 vet: ## go vet, with and without the integration tag

@@ -1,0 +1,104 @@
+// devtool-agent is the dev container's SSH agent: `devtool-agent serve --home DIR
+// --addr 127.0.0.1:2222 [--log FILE]`. It is a small static Linux binary (no
+// client-go) that the CLI uploads into the pod.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/devtool/devtool/internal/agent"
+	"github.com/devtool/devtool/internal/buildinfo"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "devtool-agent:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }
+
+const usage = `usage:
+  devtool-agent serve --home DIR [--addr 127.0.0.1:2222] [--log FILE]
+  devtool-agent version`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{errors.New(usage)}
+	}
+	switch args[0] {
+	case "version":
+		i := buildinfo.Get()
+		fmt.Fprintf(stdout, "devtool-agent %s (commit %s, %s, %s)\n", i.Version, i.Commit, i.GoVersion, i.Platform)
+		return nil
+	case "serve":
+		return serve(ctx, args[1:], stderr)
+	case "-h", "--help", "help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	return usageError{fmt.Errorf("unknown command %q\n%s", args[0], usage)}
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := fs.String("home", "", "the agent's folder (the dev volume): ssh/host_ed25519, ssh/authorized_keys, the log")
+	addr := fs.String("addr", "127.0.0.1:2222", "loopback address to serve SSH on")
+	logFile := fs.String("log", "", "log file (default HOME/agent.log)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if *home == "" {
+		return usageError{errors.New("serve: --home is required")}
+	}
+	host, _, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return usageError{fmt.Errorf("--addr %s: %v", *addr, err)}
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return usageError{fmt.Errorf("--addr %s: the agent listens on a loopback address only (the port-forward reaches the pod's loopback)", *addr)}
+	}
+	if *logFile == "" {
+		*logFile = filepath.Join(*home, "agent.log")
+	}
+	if err := os.MkdirAll(filepath.Dir(*logFile), 0o700); err != nil {
+		return err
+	}
+	lf, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(lf, stderr), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	cfg := agent.Config{
+		HostKeyFile:        filepath.Join(*home, "ssh", "host_ed25519"),
+		AuthorizedKeysFile: filepath.Join(*home, "ssh", "authorized_keys"),
+		Logger:             logger,
+		Sync:               syncServer(*home, logger),
+	}
+	logger.Info("devtool-agent starting", "version", buildinfo.Get().Version, "pid", os.Getpid())
+	return agent.Serve(ctx, ln, cfg)
+}

@@ -1,0 +1,315 @@
+// Package agent is the SSH server that runs as the dev container's main process
+// (cmd/devtool-agent). It accepts only the public keys listed in an authorized_keys
+// file, serves session channels (exec, shell, PTY, signals, the devtool-sync
+// subsystem), local forwards (direct-tcpip, dialled from inside the pod) and reverse
+// forwards (tcpip-forward, listening on the pod's loopback only).
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// SyncSubsystem is the name of the subsystem handed to Config.Sync.
+const SyncSubsystem = "devtool-sync"
+
+// WorkdirEnv, when sent as an environment variable of a session, is the working
+// directory of its command.
+const WorkdirEnv = "DEVTOOL_WORKDIR"
+
+// Config configures Serve.
+type Config struct {
+	// HostKeyFile holds the agent's ed25519 host key (OpenSSH PEM). Created 0600 on the
+	// first start and reused afterwards.
+	HostKeyFile string
+	// AuthorizedKeysFile lists the accepted client public keys. It is read again on
+	// every authentication attempt, so a key added later is accepted without a restart.
+	AuthorizedKeysFile string
+	// Logger receives the agent's log (never key material). Nil discards it.
+	Logger *slog.Logger
+	// Sync serves one devtool-sync subsystem channel. Nil refuses the subsystem.
+	Sync func(ctx context.Context, ch io.ReadWriteCloser) error
+	// Shell is the program run for shell and exec requests; "sh" when empty.
+	Shell string
+}
+
+// handshakeTimeout bounds how long an unauthenticated connection may stay open.
+const handshakeTimeout = 30 * time.Second
+
+// Serve accepts SSH connections on ln until ctx ends. It then closes ln, every
+// connection, listener and channel, kills every child process group, waits for them
+// and returns nil. It returns an error early only when the host key cannot be loaded.
+func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Shell == "" {
+		cfg.Shell = "sh"
+	}
+	hostKey, err := LoadOrCreateHostKey(cfg.HostKeyFile)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	log.Info("agent serving", "addr", ln.Addr().String(), "hostKey", ssh.FingerprintSHA256(hostKey.PublicKey()))
+	sc := &ssh.ServerConfig{
+		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			ok, err := authorized(cfg.AuthorizedKeysFile, key)
+			if err != nil {
+				log.Warn("reading authorized keys", "file", cfg.AuthorizedKeysFile, "err", err)
+				return nil, errors.New("no authorized keys")
+			}
+			if !ok {
+				log.Warn("unknown public key refused", "remote", meta.RemoteAddr().String(), "fingerprint", ssh.FingerprintSHA256(key))
+				return nil, errors.New("unknown public key")
+			}
+			return &ssh.Permissions{Extensions: map[string]string{"fp": ssh.FingerprintSHA256(key)}}, nil
+		},
+		AuthLogCallback: func(meta ssh.ConnMetadata, method string, err error) {
+			if err != nil && method != "none" {
+				log.Info("authentication refused", "method", method, "remote", meta.RemoteAddr().String())
+			}
+		},
+		MaxAuthTries:  6,
+		ServerVersion: "SSH-2.0-devtool-agent",
+	}
+	sc.AddHostKey(hostKey)
+
+	s := &server{cfg: cfg, log: log, sc: sc, conns: map[net.Conn]struct{}{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		ln.Close()
+		s.closeAll()
+	})
+	defer stop()
+	var delay time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscallEMFILE) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			log.Error("accept", "err", err)
+			cancel()
+			break
+		}
+		delay = 0
+		if !s.track(conn) {
+			conn.Close()
+			break
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.untrack(conn)
+			s.handleConn(ctx, conn)
+		}()
+	}
+	ln.Close()
+	s.closeAll()
+	s.wg.Wait()
+	log.Info("agent stopped")
+	return nil
+}
+
+type server struct {
+	cfg Config
+	log *slog.Logger
+	sc  *ssh.ServerConfig
+	wg  sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{}
+}
+
+func (s *server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	c.Close()
+}
+
+func (s *server) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+func (s *server) handleConn(ctx context.Context, nc net.Conn) {
+	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	conn, chans, reqs, err := ssh.NewServerConn(nc, s.sc)
+	if err != nil {
+		s.log.Info("handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
+		return
+	}
+	_ = nc.SetDeadline(time.Time{})
+	log := s.log.With("remote", nc.RemoteAddr().String(), "key", conn.Permissions.Extensions["fp"])
+	log.Info("connection opened", "client", string(conn.ClientVersion()))
+	ctx, cancel := context.WithCancel(ctx)
+	c := &connState{srv: s, conn: conn, log: log, ctx: ctx, forwards: map[string]net.Listener{}}
+	defer func() {
+		cancel()
+		conn.Close()
+		c.closeForwards()
+		c.wg.Wait()
+		log.Info("connection closed")
+	}()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.globalRequests(reqs)
+	}()
+	for nch := range chans {
+		switch nch.ChannelType() {
+		case "session":
+			ch, creqs, err := nch.Accept()
+			if err != nil {
+				continue
+			}
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				c.session(ch, creqs)
+			}()
+		case "direct-tcpip":
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				c.directTCPIP(nch)
+			}()
+		default:
+			_ = nch.Reject(ssh.UnknownChannelType, "unknown channel type "+nch.ChannelType())
+		}
+	}
+}
+
+// connState is one authenticated connection.
+type connState struct {
+	srv  *server
+	conn *ssh.ServerConn
+	log  *slog.Logger
+	ctx  context.Context
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	done     bool
+	forwards map[string]net.Listener
+}
+
+// authorized reports whether key is listed in the authorized_keys file.
+func authorized(file string, key ssh.PublicKey) (bool, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false, err
+	}
+	want := key.Marshal()
+	for len(bytes.TrimSpace(data)) > 0 {
+		k, _, _, rest, err := ssh.ParseAuthorizedKey(data)
+		if err != nil {
+			// ParseAuthorizedKey skips bad lines; an error means nothing valid is left.
+			return false, nil
+		}
+		if bytes.Equal(k.Marshal(), want) {
+			return true, nil
+		}
+		data = rest
+	}
+	return false, nil
+}
+
+// LoadOrCreateHostKey reads the ed25519 host key at path, creating it (0600, its
+// folder 0700) when it does not exist.
+func LoadOrCreateHostKey(path string) (ssh.Signer, error) {
+	if path == "" {
+		return nil, errors.New("agent: no host key file configured")
+	}
+	return loadOrCreateEd25519(path, "devtool-agent host key")
+}
+
+func loadOrCreateEd25519(path, comment string) (ssh.Signer, error) {
+	data, err := os.ReadFile(path)
+	if err == nil {
+		s, err := ssh.ParsePrivateKey(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: not a valid private key (%v); delete it to create a new one", path, err)
+		}
+		return s, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".key-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if _, err := tmp.Write(pem.EncodeToMemory(block)); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, err
+	}
+	// Link, not rename: a key created meanwhile by another process wins.
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return loadOrCreateEd25519(path, comment)
+		}
+		if err := os.Rename(tmp.Name(), path); err != nil {
+			return nil, err
+		}
+	}
+	return ssh.NewSignerFromKey(priv)
+}
