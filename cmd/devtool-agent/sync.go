@@ -4,10 +4,15 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"path/filepath"
+
+	"github.com/devtool/devtool/internal/filesync"
 )
 
-// syncServer serves the devtool-sync subsystem. Nil until the sync engine is wired in:
-// the agent then refuses the subsystem.
+// syncServer serves the devtool-sync subsystem with the sync engine's remote end; its
+// indexes live on the dev volume, next to (never inside) the synced folders.
 func syncServer(home string, logger *slog.Logger) func(ctx context.Context, ch io.ReadWriteCloser) error {
-	return nil
+	return func(ctx context.Context, ch io.ReadWriteCloser) error {
+		return filesync.Serve(ctx, ch, filesync.ServerOptions{StateDir: filepath.Join(home, "filesync"), Logger: logger})
+	}
 }

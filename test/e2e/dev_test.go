@@ -99,6 +99,36 @@ func (b *bg) waitLine(t *testing.T, s string, timeout time.Duration) {
 	}
 }
 
+var (
+	agentOnce sync.Once
+	agentPath string
+	agentErr  error
+)
+
+// withAgent points the user's devtool at a devtool-agent built for the cluster's nodes (the
+// e2e binary is a plain go build, without the agents make build embeds).
+func withAgent(t *testing.T, u *user) {
+	agentOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "devtool-agent-")
+		if err != nil {
+			agentErr = err
+			return
+		}
+		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
+		agentPath = filepath.Join(dir, "devtool-agent")
+		cmd := exec.Command("go", "build", "-o", agentPath, "./cmd/devtool-agent")
+		cmd.Dir = filepath.Join("..", "..")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			agentErr = fmt.Errorf("building devtool-agent: %v\n%s", err, out)
+		}
+	})
+	if agentErr != nil {
+		t.Fatal(agentErr)
+	}
+	u.extra = append(u.extra, "DEVTOOL_AGENT_BINARY="+agentPath)
+}
+
 func freePort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -169,6 +199,7 @@ func TestDevUpHello(t *testing.T) {
 	u := newUser(t, c)
 	port := freePort(t)
 	writeHello(t, u, port)
+	withAgent(t, u)
 	ctx := context.Background()
 	cs := c.Clientset
 	u.mustRun("deploy", "--namespace", ns, "--wait", "--timeout", "4m")
@@ -262,6 +293,7 @@ func TestDevDownAfterKill(t *testing.T) {
 	ns := c.Namespace(t)
 	u := newUser(t, c)
 	writeHello(t, u, freePort(t))
+	withAgent(t, u)
 	ctx := context.Background()
 	cs := c.Clientset
 	u.mustRun("deploy", "--namespace", ns, "--wait", "--timeout", "4m")

@@ -2,11 +2,8 @@ package up
 
 import (
 	"context"
-	"errors"
 )
 
-// run is wired to the SSH session once internal/devssh lands; until then the command is not
-// registered.
 func run(ctx context.Context, opts *Options) error {
 	p, err := prepare(ctx, opts)
 	if err != nil {
@@ -14,5 +11,5 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	defer p.state.Unlock()
 	defer p.log.Close()
-	return errors.New("up: the SSH session is not wired yet")
+	return runSession(ctx, opts, p)
 }

@@ -1,8 +1,3 @@
-//go:build devssh
-
-// This file is wired to internal/devssh (branch agent) once its API lands; the names follow
-// the brief's contract and are adjusted on merge.
-
 package up
 
 import (
@@ -16,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sync/errgroup"
@@ -39,9 +35,14 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		_ = os.Remove(p.state.KnownHostsFile())
 	}
 	tty := opts.IO.CanPrompt() && opts.IO.IsStdoutTTY()
+	ready := make(chan struct{})
+	var readyOnce sync.Once
 	p.dev.Progress = func(e dev.Event) {
 		if !tty || e.State == dev.StateFailed || e.State == dev.StateReady {
 			fmt.Fprintf(opts.IO.ErrOut, "%s: %s\n", e.State, e.Message)
+		}
+		if e.State == dev.StateReady {
+			readyOnce.Do(func() { close(ready) })
 		}
 	}
 	a, dialer, err := p.dev.Start(ctx)
@@ -68,9 +69,11 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		}
 	}
 
-	sc, err := filesync.NewClient(filesync.ClientOptions{Folders: folders(d), StateDir: p.state.SyncDir(), Reset: opts.Reset, Logger: p.dev.Logger})
-	if err != nil {
-		return err
+	var sc *filesync.Client
+	if len(d.Sync) > 0 {
+		if sc, err = filesync.NewClient(filesync.ClientOptions{Folders: folders(d), StateDir: p.state.SyncDir(), Reset: opts.Reset, Logger: p.dev.Logger}); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -86,23 +89,13 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { <-gctx.Done(); return ln.Close() })
-	g.Go(func() error { return filesync.ServeStatus(ln, svc.User, svc.Password, sc) })
+	if sc != nil {
+		g.Go(func() error { return filesync.ServeStatus(ln, svc.User, svc.Password, sc) })
+	}
 	g.Go(func() error { return sess.Run(gctx) })
 	g.Go(func() error { return p.dev.Follow(gctx, a, dialer) })
 	conns := make(chan dev.Opener, 1)
 	clients := make(chan *devssh.Client, 1)
-	ready := make(chan struct{})
-	var readyOnce sync.Once
-	report := p.dev.Report
-	p.dev.Progress = func(e dev.Event) {
-		if !tty || e.State == dev.StateFailed || e.State == dev.StateReady {
-			fmt.Fprintf(opts.IO.ErrOut, "%s: %s\n", e.State, e.Message)
-		}
-		if e.State == dev.StateReady {
-			readyOnce.Do(func() { close(ready) })
-		}
-	}
-	_ = report
 	command := devCommand(opts, d)
 	var exitCode int
 	g.Go(func() error {
@@ -136,8 +129,10 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 			}
 		}
 	})
-	loop := &dev.SyncLoop{Client: sc, Report: p.dev.Report, Logger: p.dev.Logger}
-	g.Go(func() error { return loop.Run(gctx, conns) })
+	if sc != nil {
+		loop := &dev.SyncLoop{Client: sc, Report: p.dev.Report, Logger: p.dev.Logger}
+		g.Go(func() error { return loop.Run(gctx, conns) })
+	}
 	g.Go(func() error {
 		first := true
 		for {
@@ -146,17 +141,32 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 				return nil
 			case ev := <-sess.Events():
 				if ev.Client == nil {
+					if ev.Kind == devssh.Lost && !tty {
+						fmt.Fprintf(opts.IO.ErrOut, "connection lost (%v); reconnecting\n", ev.Err)
+					}
 					continue
 				}
-				if !first {
-					fmt.Fprintf(opts.IO.ErrOut, "reconnected to %s in %s; forwards answer again on the same ports\n", dialer.Pod(), ev.Duration.Round(1e6))
+				if first {
+					for _, a := range sess.ForwardAddrs() {
+						fmt.Fprintf(opts.IO.ErrOut, "forwarding %s\n", a)
+					}
+				} else {
+					fmt.Fprintf(opts.IO.ErrOut, "reconnected to %s in %s; forwards answer again on the same ports\n", dialer.Pod(), ev.Duration.Round(time.Millisecond))
 				}
-				first = false
 				c := ev.Client
-				select {
-				case clients <- c:
+				select { // only the newest connection matters to the dev command
+				case <-clients:
 				default:
 				}
+				clients <- c
+				if sc == nil {
+					if first {
+						p.dev.Report(dev.Event{State: dev.StateReady, Message: "connected; the dev container is ready (nothing to synchronize)"})
+					}
+					first = false
+					continue
+				}
+				first = false
 				select {
 				case conns <- func() (io.ReadWriteCloser, error) { return c.OpenSubsystem(dev.SyncSubsystem) }:
 				case <-gctx.Done():
@@ -193,18 +203,13 @@ func folders(d *manifest.Dev) []filesync.Folder {
 
 var errShellEnded = errors.New("the dev command ended")
 
-// devCommand is --command, else the dev entry's command, else sh on a terminal.
+// devCommand is --command (shell text), else the dev entry's command; nil means a login
+// shell on a terminal and nothing without one.
 func devCommand(opts *Options, d *manifest.Dev) []string {
 	if opts.Command != "" {
 		return []string{"sh", "-c", opts.Command}
 	}
-	if len(d.Command) > 0 {
-		return d.Command
-	}
-	if opts.IO.CanPrompt() {
-		return []string{"sh"}
-	}
-	return nil
+	return d.Command
 }
 
 func stdinFor(tty bool, opts *Options) io.Reader {
