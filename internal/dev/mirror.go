@@ -291,6 +291,12 @@ func devLabels(orig Workload, d *manifest.Dev) map[string]string {
 	return l
 }
 
+func volumeLabels(orig Workload, d *manifest.Dev) map[string]string {
+	l := devLabels(orig, d)
+	delete(l, labelManagedBy)
+	return l
+}
+
 func homeVolumeSource(orig Workload, d *manifest.Dev) corev1.Volume {
 	if d.PersistentVolume != nil && !d.PersistentVolume.Enabled {
 		return corev1.Volume{Name: homeVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
@@ -319,7 +325,8 @@ func VolumeClaim(orig Workload, d *manifest.Dev) (*corev1.PersistentVolumeClaim,
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: VolumeName(orig.Name()), Namespace: orig.Meta().Namespace,
-			Labels: devLabels(orig, d),
+			// No managed-by: deploy's prune would call it a volume that left the file.
+			Labels: volumeLabels(orig, d),
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},

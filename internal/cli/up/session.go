@@ -147,8 +147,15 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 					continue
 				}
 				if first {
-					for _, a := range sess.ForwardAddrs() {
-						fmt.Fprintf(opts.IO.ErrOut, "forwarding %s\n", a)
+					for i, a := range sess.ForwardAddrs() {
+						if i < len(d.Forward) {
+							f := d.Forward[i]
+							to := strconv.Itoa(int(f.Remote))
+							if f.Service != "" {
+								to = f.Service + ":" + to
+							}
+							fmt.Fprintf(opts.IO.ErrOut, "forwarding %s -> %s\n", a, to)
+						}
 					}
 				} else {
 					fmt.Fprintf(opts.IO.ErrOut, "reconnected to %s in %s; forwards answer again on the same ports\n", dialer.Pod(), ev.Duration.Round(time.Millisecond))
