@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/dev"
 	"github.com/devtool/devtool/internal/iostreams"
 	"github.com/devtool/devtool/internal/kube"
@@ -87,7 +88,14 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return cmdutil.WithHint(err, "start it with 'devtool up "+d.Name+"'")
 	}
-	// Until the agent's SSH connection is wired, the command runs through the exec API.
+	// Through the agent when this folder holds the dev container's key (it ran up here);
+	// otherwise (another machine, another folder) through the exec API.
+	if home, err := contexts.HomeDir(opts.Getenv); err == nil {
+		sd := &dev.StateDir{Path: dev.StateDirPath(home, p.Dir, d.Name)}
+		if _, err := os.Stat(sd.KeyFile()); err == nil {
+			return runSSH(ctx, opts, t.Kube, t.Namespace, pod, sd)
+		}
+	}
 	tty := opts.IO.CanPrompt() && opts.IO.IsStdoutTTY()
 	eo := kube.ExecOptions{Namespace: t.Namespace, Pod: pod, Container: container, Command: opts.Command,
 		Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut, TTY: tty}
@@ -98,7 +106,7 @@ func run(ctx context.Context, opts *Options) error {
 				defer func() { _ = term.Restore(int(f.Fd()), old) }()
 			}
 		}
-	} else if f, ok := opts.IO.In.(*os.File); !ok || !isCharDevice(f) {
+	} else if hasInput(opts) {
 		eo.Stdin = opts.IO.In
 	}
 	err = t.Kube.Exec(ctx, eo)
@@ -110,6 +118,13 @@ func run(ctx context.Context, opts *Options) error {
 		return fmt.Errorf("exec in dev container %s: %w", d.Name, err)
 	}
 	return nil
+}
+
+// hasInput reports whether stdin carries data to send (a pipe or a file, not a terminal or
+// /dev/null).
+func hasInput(opts *Options) bool {
+	f, ok := opts.IO.In.(*os.File)
+	return !ok || !isCharDevice(f)
 }
 
 // isCharDevice reports whether f is a terminal or /dev/null-like device (no data to send).
