@@ -212,6 +212,21 @@ func TestDevUpHello(t *testing.T) {
 	up.waitLine(t, "ready", 3*time.Minute)
 	eventually(t, time.Minute, "the forward serves the synced file", bodyContains(port, "hello from the dev container"))
 
+	// status: the percentage from the local sync service; --info names a loopback address.
+	eventually(t, time.Minute, "status 100.00%", func() error {
+		out, _, err := u.run("status", "web")
+		if err != nil || strings.TrimSpace(out) != "100.00%" {
+			return fmt.Errorf("%q %v", out, err)
+		}
+		return nil
+	})
+	if info := u.mustRun("status", "web", "--info"); !strings.Contains(info, "http://127.0.0.1:") || !strings.Contains(info, "password: ") {
+		t.Errorf("status --info: %q", info)
+	}
+	if !strings.Contains(up.output(), fmt.Sprintf("forwarding 127.0.0.1:%d -> 8080", port)) {
+		t.Errorf("the forward is not announced on loopback:\n%s", up.output())
+	}
+
 	u.write("web/index.html", "<h1>edited locally</h1>\n")
 	eventually(t, time.Minute, "the local edit is served", bodyContains(port, "edited locally"))
 
