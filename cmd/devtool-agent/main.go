@@ -98,6 +98,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		AuthorizedKeysFile: filepath.Join(*home, "ssh", "authorized_keys"),
 		Logger:             logger,
 		Sync:               syncServer(*home, logger),
+		// As the container's main process (exec'd by the launcher) the agent is PID 1 and
+		// inherits every orphan.
+		ReapOrphans: os.Getpid() == 1,
 	}
 	logger.Info("devtool-agent starting", "version", buildinfo.Get().Version, "pid", os.Getpid())
 	return agent.Serve(ctx, ln, cfg)

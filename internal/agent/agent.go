@@ -46,6 +46,9 @@ type Config struct {
 	Sync func(ctx context.Context, ch io.ReadWriteCloser) error
 	// Shell is the program run for shell and exec requests; "sh" when empty.
 	Shell string
+	// ReapOrphans makes Serve wait for the zombie processes it inherits, as a container's
+	// PID 1 must (cmd/devtool-agent sets it when it runs as PID 1).
+	ReapOrphans bool
 }
 
 // handshakeTimeout bounds how long an unauthenticated connection may stay open.
@@ -91,9 +94,16 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	}
 	sc.AddHostKey(hostKey)
 
-	s := &server{cfg: cfg, log: log, sc: sc, conns: map[net.Conn]struct{}{}}
+	s := &server{cfg: cfg, log: log, sc: sc, conns: map[net.Conn]struct{}{}, children: &children{pids: map[int]bool{}}}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if cfg.ReapOrphans {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.children.reap(ctx)
+		}()
+	}
 	stop := context.AfterFunc(ctx, func() {
 		ln.Close()
 		s.closeAll()
@@ -140,6 +150,8 @@ type server struct {
 	log *slog.Logger
 	sc  *ssh.ServerConfig
 	wg  sync.WaitGroup
+
+	children *children
 
 	mu     sync.Mutex
 	closed bool

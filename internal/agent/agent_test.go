@@ -77,19 +77,23 @@ func authorize(t *testing.T, home string, keys ...ssh.Signer) {
 
 func startServer(t *testing.T, home string, sync func(context.Context, io.ReadWriteCloser) error) *testServer {
 	t.Helper()
+	return startServerCfg(t, Config{
+		HostKeyFile:        filepath.Join(home, "ssh", "host_ed25519"),
+		AuthorizedKeysFile: filepath.Join(home, "ssh", "authorized_keys"),
+		Sync:               sync,
+	})
+}
+
+func startServerCfg(t *testing.T, cfg Config) *testServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lb := &syncBuffer{}
-	cfg := Config{
-		HostKeyFile:        filepath.Join(home, "ssh", "host_ed25519"),
-		AuthorizedKeysFile: filepath.Join(home, "ssh", "authorized_keys"),
-		Logger:             slog.New(slog.NewTextHandler(lb, nil)),
-		Sync:               sync,
-	}
+	cfg.Logger = slog.New(slog.NewTextHandler(lb, nil))
 	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{addr: ln.Addr().String(), home: home, cfg: cfg, cancel: cancel, done: make(chan error, 1), logBuf: lb}
+	ts := &testServer{addr: ln.Addr().String(), home: filepath.Dir(filepath.Dir(cfg.HostKeyFile)), cfg: cfg, cancel: cancel, done: make(chan error, 1), logBuf: lb}
 	go func() { ts.done <- Serve(ctx, ln, cfg) }()
 	t.Cleanup(ts.stop)
 	return ts

@@ -339,7 +339,12 @@ func (s *session) runPlain(cmd *exec.Cmd) error {
 	cmd.WaitDelay = ioDrainDelay
 	s.mu.Lock()
 	s.started = true
-	err = cmd.Start()
+	err = s.c.srv.children.start(func() (int, error) {
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		return cmd.Process.Pid, nil
+	})
 	if err == nil {
 		s.pid = cmd.Process.Pid
 	}
@@ -347,6 +352,7 @@ func (s *session) runPlain(cmd *exec.Cmd) error {
 	if err != nil {
 		return err
 	}
+	defer s.c.srv.children.done(cmd.Process.Pid)
 	go func() {
 		// Ends at the client's EOF (the command sees its stdin end) or when the channel
 		// closes; never blocks Wait.
@@ -369,7 +375,22 @@ func (s *session) runPTY(cmd *exec.Cmd) error {
 	if rows == 0 || cols == 0 {
 		rows, cols = 24, 80
 	}
-	ptmx, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)}, cmd.SysProcAttr)
+	ptmx, tty, err := pty.Open()
+	if err == nil {
+		applyModes(tty, s.pty.Modelist)
+		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		err = s.c.srv.children.start(func() (int, error) {
+			if err := cmd.Start(); err != nil {
+				return 0, err
+			}
+			return cmd.Process.Pid, nil
+		})
+		if err != nil {
+			ptmx.Close()
+		}
+		tty.Close() // the child holds its copy
+	}
 	if err == nil {
 		s.pid = cmd.Process.Pid
 		s.ptmx = ptmx
@@ -378,6 +399,7 @@ func (s *session) runPTY(cmd *exec.Cmd) error {
 	if err != nil {
 		return err
 	}
+	defer s.c.srv.children.done(cmd.Process.Pid)
 	go func() {
 		_, _ = io.Copy(ptmx, s.ch)
 	}()

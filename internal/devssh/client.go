@@ -202,7 +202,8 @@ const WorkdirEnv = "DEVTOOL_WORKDIR"
 
 // ExecOptions describe one remote command.
 type ExecOptions struct {
-	// Command runs through `sh -c` with each word quoted; empty starts a login shell.
+	// Command is run as `sh -c 'exec WORDS...'` with each word quoted (so it is found in
+	// PATH, like kubectl exec, and signals reach it directly); empty starts a login shell.
 	Command []string
 	// Env is added to the container's environment; Dir is the working directory.
 	Env map[string]string
@@ -292,7 +293,8 @@ func (c *Client) Exec(ctx context.Context, o ExecOptions) (int, error) {
 	if len(o.Command) == 0 {
 		err = s.Shell()
 	} else {
-		err = s.Start(ShellQuote(o.Command))
+		// exec: the command replaces the shell, so signals and the exit status are its own.
+		err = s.Start("exec " + ShellQuote(o.Command))
 	}
 	if err != nil {
 		return ExitStatusUnknown, fmt.Errorf("starting the command: %w", err)
@@ -313,7 +315,11 @@ func (c *Client) Exec(ctx context.Context, o ExecOptions) (int, error) {
 	for {
 		select {
 		case err := <-waited:
-			return exitCode(err)
+			code, err := exitCode(err)
+			if err == nil && ctxDone == nil {
+				err = ctx.Err()
+			}
+			return code, err
 		case <-winch:
 			if fd, ok := terminalFd(o.Stdin); ok {
 				if w, h, err := term.GetSize(fd); err == nil {

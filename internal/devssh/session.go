@@ -243,7 +243,11 @@ func (s *Session) Run(ctx context.Context) error {
 		c := s.cur
 		s.cur = nil
 		s.closed = true
-		close(s.ready) // wake waiters: they see closed
+		if c == nil {
+			// Disconnected: wake the waiters (they see closed). When connected, ready is
+			// already closed.
+			close(s.ready)
+		}
 		s.mu.Unlock()
 		if c != nil {
 			c.Close()

@@ -12,7 +12,9 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"testing"
@@ -375,7 +377,7 @@ func BenchmarkIdle100k(b *testing.B) {
 	start := time.Now()
 	r := startSync(b, s, local, remote, filepath.Join(dir, "cstate"))
 	r.wait(b)
-	b.ReportMetric(time.Since(start).Seconds(), "initial-s")
+	initial := time.Since(start)
 	defer r.stop()
 	time.Sleep(2 * time.Second)
 	b.ResetTimer()
@@ -385,5 +387,59 @@ func BenchmarkIdle100k(b *testing.B) {
 		time.Sleep(10 * time.Second)
 		b.ReportMetric(100*float64(cpuTime()-cpu0)/float64(time.Since(t0)), "cpu-%")
 		b.ReportMetric(float64(rssBytes())/(1<<20), "rss-MiB")
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heap-live-MiB")
 	}
+	b.ReportMetric(initial.Seconds(), "initial-s")
+}
+
+type procRW struct {
+	io.Reader
+	io.WriteCloser
+}
+
+// BenchmarkIdle100kSeparate: as BenchmarkIdle100k, with the agent's end in
+// its own process (over pipes), so each side's CPU and RSS are measured
+// apart.
+func BenchmarkIdle100kSeparate(b *testing.B) {
+	dir := b.TempDir()
+	local, remote := filepath.Join(dir, "local"), filepath.Join(dir, "remote")
+	makeTree(b, local, 100000, 100)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "FILESYNC_SERVE_STATE="+filepath.Join(dir, "sstate"))
+	stdin, err := cmd.StdinPipe()
+	must(b, err)
+	stdout, err := cmd.StdoutPipe()
+	must(b, err)
+	must(b, cmd.Start())
+	defer cmd.Wait()
+	defer stdin.Close()
+	c, err := NewClient(ClientOptions{Folders: []Folder{{Local: local, Remote: remote}}, StateDir: filepath.Join(dir, "cstate")})
+	must(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- c.Run(ctx, func() (io.ReadWriteCloser, error) { return procRW{stdout, stdin}, nil }) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-c.Synced():
+	case <-time.After(10 * time.Minute):
+		b.Fatal("not synced")
+	}
+	initial := time.Since(start)
+	time.Sleep(2 * time.Second)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cpu0, scpu0 := cpuTime(), procCPU(cmd.Process.Pid)
+		t0 := time.Now()
+		time.Sleep(10 * time.Second)
+		wall := float64(time.Since(t0))
+		b.ReportMetric(100*float64(cpuTime()-cpu0)/wall, "client-cpu-%")
+		b.ReportMetric(100*float64(procCPU(cmd.Process.Pid)-scpu0)/wall, "agent-cpu-%")
+		b.ReportMetric(float64(rssBytes())/(1<<20), "client-rss-MiB")
+		b.ReportMetric(float64(procRSS(cmd.Process.Pid))/(1<<20), "agent-rss-MiB")
+	}
+	b.ReportMetric(initial.Seconds(), "initial-s")
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -25,11 +26,12 @@ type Client struct {
 	resetCh    chan struct{}
 
 	// engine state, owned by the goroutine in Run
-	nextID uint64
-	ops    map[uint64]*pendingOp
-	inbox  *queue[any]
-	out    *queue[any]
-	start  time.Time
+	nextID   uint64
+	ops      map[uint64]*pendingOp
+	inbox    *queue[any]
+	out      *queue[any]
+	start    time.Time
+	statusAt time.Time
 
 	getsMu sync.Mutex
 	gets   map[uint64]*pendingOp // pulls, read by the stream reader
@@ -281,6 +283,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 	c.mu.Lock()
 	c.connected = true
 	c.mu.Unlock()
+	c.updateStatus(true)
 
 	for i, f := range c.folders {
 		changed, err := f.t.scanAll(true)
@@ -306,6 +309,17 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 					}
 				}
 			}()
+		}
+		// What changed between the scan and the watches taking effect.
+		if f.w != nil {
+			if more, err := f.t.scanAll(false); err == nil {
+				for _, it := range more {
+					f.changed = true
+					if it.E.Kind == KindDir {
+						f.w.add(it.Path)
+					}
+				}
+			}
 		}
 		f.log.Info("local index ready", "entries", len(f.t.idx), "took", time.Since(c.start))
 	}
@@ -334,6 +348,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 				c.handle(ev)
 			}
 		case <-tick.C:
+			c.updateStatus(true)
 			for _, f := range c.folders {
 				if f.changed {
 					c.save(f)
@@ -401,9 +416,19 @@ func (f *cfolder) addErr(p, msg string) {
 }
 
 // markDirty queues p for reconciliation; a folder above it that failed (a
-// removal of a non-empty folder) is tried again too.
+// removal of a non-empty folder) is tried again too, and so are paths below.
 func (f *cfolder) markDirty(p string) {
 	f.dirty[p] = struct{}{}
+	// Paths below p that failed (their folder was a file there) are tried
+	// again too.
+	if n := len(f.failed); n > 0 && n < 10000 {
+		for q := range f.failed {
+			if len(q) > len(p) && q[len(p)] == '/' && q[:len(p)] == p {
+				delete(f.failed, q)
+				f.dirty[q] = struct{}{}
+			}
+		}
+	}
 	for i := len(p) - 1; i > 0; i-- {
 		if p[i] == '/' {
 			if _, ok := f.failed[p[:i]]; ok {
@@ -434,7 +459,7 @@ func (c *Client) read(fr *frameReader) error {
 			return err
 		}
 		switch m := m.(type) {
-		case *entriesMsg, *resultMsg:
+		case *entriesMsg, *resultMsg, *noticeMsg:
 			c.inbox.push(m)
 		case *opMsg:
 			if put != nil {
@@ -586,6 +611,12 @@ func (c *Client) handle(ev any) {
 			}
 			c.failed(f, op, code, m.err.Error(), f.t.get(op.path), f.remote[op.path])
 		}
+	case *noticeMsg:
+		if m.Folder < len(c.folders) {
+			f := c.folders[m.Folder]
+			f.log.Warn("notice from the agent", "text", m.Text)
+			f.addErr("", m.Text)
+		}
 	case *watchBatch:
 		f := c.folders[m.folder]
 		var changed []item
@@ -698,7 +729,7 @@ func (c *Client) iterate() {
 			break
 		}
 	}
-	c.updateStatus()
+	c.updateStatus(false)
 }
 
 // reconcile decides what to do with p from its base, local and remote states.
@@ -895,7 +926,7 @@ func (c *Client) conflict(f *cfolder, p, to, side string) {
 
 // updateStatus publishes the engine's state and closes Synced once every
 // folder has caught up the first time.
-func (c *Client) updateStatus() {
+func (c *Client) updateStatus(force bool) {
 	all := true
 	for _, f := range c.folders {
 		if !f.done && f.remoteReady && len(f.dirty) == 0 && len(f.inflight) == 0 && len(f.diff) <= len(f.failed) {
@@ -906,13 +937,24 @@ func (c *Client) updateStatus() {
 		}
 		all = all && f.done
 	}
+	if all {
+		c.syncedOnce.Do(func() {
+			close(c.synced)
+			// The initial transfer's buffers and queues are garbage now:
+			// give them back, so an idle `up` holds about its indexes.
+			debug.FreeOSMemory()
+		})
+	}
+	// Computing the status walks the differing paths: at most every 100 ms
+	// while busy (the save tick refreshes it when things are quiet).
+	if !all && !force && time.Since(c.statusAt) < 100*time.Millisecond {
+		return
+	}
+	c.statusAt = time.Now()
 	st := c.computeStatus()
 	c.mu.Lock()
 	c.status = st
 	c.mu.Unlock()
-	if all {
-		c.syncedOnce.Do(func() { close(c.synced) })
-	}
 }
 
 func (c *Client) computeStatus() Status {
@@ -932,6 +974,9 @@ func (c *Client) computeStatus() Status {
 		}
 		fs.Files = len(f.base) + extra
 		fs.Pending = len(f.diff)
+		if !f.remoteReady {
+			fs.Pending = fs.Files // nothing is known to be in sync before the agent's index
+		}
 		if f.remoteReady && fs.Files > 0 {
 			fs.Percent = 100 * float64(fs.Files-fs.Pending) / float64(fs.Files)
 		} else if f.remoteReady {

@@ -34,6 +34,7 @@ func TestWireRoundTrip(t *testing.T) {
 		&resultMsg{ID: 9, OK: true, Code: failNotEmpty, Err: "e", State: Entry{Kind: KindDir}},
 		&getMsg{ID: 3, Path: "p", Expect: Entry{Kind: KindFile}},
 		&fatalMsg{Err: "bye"},
+		&noticeMsg{Folder: 2, Text: "out of watches"},
 	}
 	data := encodeFrames(t, msgs...)
 	if len(data) > chunkSize/4 {

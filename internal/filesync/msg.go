@@ -96,6 +96,13 @@ type getMsg struct {
 
 type fatalMsg struct{ Err string }
 
+// noticeMsg tells the client something about a folder on the agent (e.g.
+// that watching is incomplete), shown in status.
+type noticeMsg struct {
+	Folder int
+	Text   string
+}
+
 func encodeMsg(e *encoder, m any) byte {
 	switch m := m.(type) {
 	case *helloMsg:
@@ -162,6 +169,10 @@ func encodeMsg(e *encoder, m any) byte {
 	case *fatalMsg:
 		e.str(m.Err)
 		return msgFatal
+	case *noticeMsg:
+		e.uvarint(uint64(m.Folder))
+		e.str(m.Text)
+		return msgNotice
 	case *struct{}:
 		return msgHelloOK
 	}
@@ -217,6 +228,8 @@ func decodeMsg(typ byte, body []byte) (any, error) {
 		m = &getMsg{ID: d.uvarint(), Folder: d.folder(), Path: d.str(), Expect: d.entry()}
 	case msgFatal:
 		m = &fatalMsg{Err: d.str()}
+	case msgNotice:
+		m = &noticeMsg{Folder: d.folder(), Text: d.str()}
 	default:
 		return nil, fmt.Errorf("corrupt sync stream: unknown message type %d", typ)
 	}

@@ -174,11 +174,15 @@ func copyDir(t *testing.T, from, to string) {
 // with crashes that bring back stale persisted indexes, and checks that the
 // sides end equal and no version written was lost.
 func TestPropertyRandomTwoSided(t *testing.T) {
-	seeds := 4
+	first, seeds := int64(1), int64(4)
 	if testing.Short() {
 		seeds = 1
 	}
-	for seed := int64(1); seed <= int64(seeds); seed++ {
+	if v := os.Getenv("FILESYNC_SEEDS"); v != "" { // e.g. FILESYNC_SEEDS=5-40 for a longer run
+		fmt.Sscanf(v, "%d-%d", &first, &seeds)
+		seeds -= first - 1
+	}
+	for seed := first; seed < first+seeds; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			m := &model{t: t, rng: rand.New(rand.NewSource(seed)), written: map[string]bool{}}
 			p := newPair(t, ClientOptions{})
@@ -200,6 +204,13 @@ func TestPropertyRandomTwoSided(t *testing.T) {
 					if connected && m.rng.Intn(3) == 0 {
 						time.Sleep(time.Duration(m.rng.Intn(20)) * time.Millisecond)
 					}
+				}
+				if connected && m.rng.Intn(3) == 0 {
+					// the connection drops in the middle of the transfers
+					time.Sleep(time.Duration(m.rng.Intn(8)) * time.Millisecond)
+					p.stop()
+					log = append(log, "connection cut")
+					connected = false
 				}
 				if !connected {
 					switch m.rng.Intn(4) {

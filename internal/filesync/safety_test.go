@@ -2,7 +2,10 @@ package filesync
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -132,5 +135,66 @@ func TestNoLeaks(t *testing.T) {
 			t.Fatalf("goroutines %d -> %d, fds %d -> %d\n%s", g0, g, f0, f, buf[:n])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A hostile agent: paths leaving the folder are refused and reported, and
+// nothing is written outside the local folder.
+func TestClientRefusesEscapingPathsFromAgent(t *testing.T) {
+	dir := t.TempDir()
+	local := filepath.Join(dir, "local")
+	must(t, os.MkdirAll(local, 0o755))
+	c, err := NewClient(ClientOptions{Folders: []Folder{{Local: local, Remote: "/r"}}, StateDir: filepath.Join(dir, "state")})
+	must(t, err)
+	a, b := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, func() (io.ReadWriteCloser, error) { return a, nil }) }()
+	// the fake agent
+	go func() {
+		_ = readHello(b, "cli")
+		_ = writeHello(b)
+		fr := newFrameReader(b)
+		defer fr.close()
+		fr.next() // hello
+		out := newSender(b, newQueue[any](), nil, nil)
+		defer out.fw.close()
+		out.send(&struct{}{})
+		out.fw.flush()
+		fr.next() // rules
+		out.send(&entriesMsg{Folder: 0, Full: true, Done: true, Items: []item{
+			{Path: "../evil", E: Entry{Kind: KindFile, Size: 1}},
+			{Path: "/etc/evil", E: Entry{Kind: KindFile, Size: 1}},
+			{Path: "a/../../evil", E: Entry{Kind: KindDir}},
+			{Path: ".git/hooks/pre-commit", E: Entry{Kind: KindFile, Size: 1}},
+		}})
+		out.fw.flush()
+		for {
+			if _, _, err := fr.next(); err != nil {
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := c.Status()
+		if len(st.Folders[0].Errors) == 4 {
+			for _, e := range st.Folders[0].Errors {
+				if !strings.Contains(e.Err, "refused") {
+					t.Errorf("error %+v", e)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refusals not reported: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	b.Close()
+	if _, err := os.Lstat(filepath.Join(dir, "evil")); err == nil {
+		t.Fatal("written outside the folder")
 	}
 }

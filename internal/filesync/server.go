@@ -456,11 +456,13 @@ func (s *server) startFolder(i int) {
 	}
 	if r := w.degradedReason(); r != "" {
 		t.log.Warn("file watching incomplete", "reason", r)
+		s.q.push(&noticeMsg{Folder: i, Text: "agent: " + r})
 	}
 	stop := make(chan struct{})
 	f.mu.Lock()
 	f.w, f.stopFwd = w, stop
 	f.mu.Unlock()
+	s.rescan(i, nil) // what changed between the scan and the watches taking effect
 	s.fwd.Add(1)
 	go func() {
 		defer s.fwd.Done()

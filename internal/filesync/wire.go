@@ -39,6 +39,7 @@ const (
 	msgResult
 	msgGet
 	msgFatal
+	msgNotice
 )
 
 func writeHello(w io.Writer) error {

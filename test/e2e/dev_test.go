@@ -273,7 +273,10 @@ func TestDevUpHello(t *testing.T) {
 	// SIGINT: up ends, the dev container stays (exec still works).
 	_ = up.cmd.Process.Signal(syscall.SIGINT)
 	select {
-	case <-up.done:
+	case err := <-up.done:
+		if err != nil || !strings.Contains(up.output(), "stays active") {
+			t.Errorf("up after SIGINT: %v\n%s", err, up.output())
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("up did not end after SIGINT")
 	}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package agent
+
+import "os"
+
+func applyModes(tty *os.File, modes string) {}

@@ -1,0 +1,189 @@
+//go:build integration
+
+package devssh
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/testcluster"
+)
+
+// TestAgentInPod runs the built agent in a busybox pod (uploaded through the exec API,
+// started by a sh launcher as the dev container does) and reaches it only through a
+// Kubernetes port-forward: exec, a local forward to a server in the pod, a reverse
+// forward to a server here, and a reconnect after the port-forward breaks.
+func TestAgentInPod(t *testing.T) {
+	cl := testcluster.Connect(t)
+	ns := cl.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	bin := filepath.Join(t.TempDir(), "devtool-agent")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "github.com/devtool/devtool/cmd/devtool-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	agentData, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	launcher := "while [ ! -x /devtool/bin/devtool-agent ]; do sleep 0.2; done; exec /devtool/bin/devtool-agent serve --home /devtool --addr 127.0.0.1:2222"
+	zero := int64(0)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{
+				Name: "dev", Image: "docker.io/library/busybox:local", ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:      []string{"sh", "-c", launcher},
+				VolumeMounts: []corev1.VolumeMount{{Name: "devtool", MountPath: "/devtool"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "devtool", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	if _, err := cl.Clientset.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.WaitForPods(ctx, cl.Clientset, ns, "", func(ps []corev1.Pod) bool {
+		return len(ps) == 1 && ps[0].Status.Phase == corev1.PodRunning
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	signer, err := LoadOrCreateKey(filepath.Join(dir, "id_ed25519"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	upload := time.Now()
+	err = cl.Exec(ctx, kube.ExecOptions{Namespace: ns, Pod: "agent", Container: "dev",
+		Command: []string{"sh", "-c", "set -e; umask 077; mkdir -p /devtool/ssh /devtool/bin; cat > /devtool/bin/.agent.tmp; chmod 755 /devtool/bin/.agent.tmp; mv /devtool/bin/.agent.tmp /devtool/bin/devtool-agent"},
+		Stdin:   bytes.NewReader(agentData), Stderr: &stderr})
+	if err != nil {
+		t.Fatalf("upload: %v %s", err, stderr.String())
+	}
+	err = cl.Exec(ctx, kube.ExecOptions{Namespace: ns, Pod: "agent", Container: "dev",
+		Command: []string{"sh", "-c", "umask 077; cat > /devtool/ssh/authorized_keys"},
+		Stdin:   bytes.NewReader(ssh.MarshalAuthorizedKey(signer.PublicKey())), Stderr: &stderr})
+	if err != nil {
+		t.Fatalf("key: %v %s", err, stderr.String())
+	}
+	t.Logf("agent (%.1f MB) uploaded in %s", float64(len(agentData))/1e6, time.Since(upload).Round(time.Millisecond))
+
+	// Each dial opens a new port-forward; the test can break the current one.
+	var mu sync.Mutex
+	var stopPF context.CancelFunc
+	dial := func(dctx context.Context) (net.Conn, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopPF != nil {
+			stopPF()
+		}
+		pctx, pcancel := context.WithCancel(ctx)
+		ports, _, err := cl.PortForward(pctx, ns, "agent", []string{":2222"})
+		if err != nil {
+			pcancel()
+			return nil, err
+		}
+		stopPF = pcancel
+		var d net.Dialer
+		return d.DialContext(dctx, "tcp", "127.0.0.1:"+strconv.Itoa(int(ports[0].Local)))
+	}
+	breakPF := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopPF()
+	}
+	defer func() {
+		mu.Lock()
+		if stopPF != nil {
+			stopPF()
+		}
+		mu.Unlock()
+	}()
+
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "from the laptop") }))
+	defer local.Close()
+	events := newEventLog()
+	sess := NewSession(dial, ClientConfig{Signer: signer, KnownHostsFile: filepath.Join(dir, "known_hosts"), OnEvent: events.add})
+	if err := sess.Forward(0, "127.0.0.1", 8080); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Reverse(9090, local.Listener.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	fwd := sess.ForwardAddrs()[0].String()
+	sctx, scancel := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- sess.Run(sctx) }()
+	ev := events.next(t, Connected)
+	t.Logf("connected through the port-forward in %s", ev.Duration.Round(time.Millisecond))
+	c := ev.Client
+
+	var out bytes.Buffer
+	code, err := c.Exec(ctx, ExecOptions{Command: []string{"sh", "-c", "uname -m; exit 6"}, Stdout: &out})
+	if err != nil || code != 6 {
+		t.Fatalf("exec: %d %v", code, err)
+	}
+	t.Logf("exec in the pod: %s", strings.TrimSpace(out.String()))
+
+	// A web server inside the pod on its loopback only (busybox httpd daemonizes: it
+	// outlives the session, as a dev server started with setsid would).
+	if code, err := c.Exec(ctx, ExecOptions{Command: []string{"sh", "-c", "mkdir -p /tmp/www; echo from the pod > /tmp/www/index.html; httpd -p 127.0.0.1:8080 -h /tmp/www"}}); err != nil || code != 0 {
+		t.Fatalf("httpd: %d %v", code, err)
+	}
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if body, err = get(fwd); err == nil {
+			break
+		}
+	}
+	if body != "from the pod\n" {
+		t.Fatalf("local forward: %q %v", body, err)
+	}
+	out.Reset()
+	code, err = c.Exec(ctx, ExecOptions{Command: []string{"wget", "-qO-", "http://127.0.0.1:9090/"}, Stdout: &out})
+	if err != nil || code != 0 || out.String() != "from the laptop" {
+		t.Fatalf("reverse forward: %d %v %q", code, err, out.String())
+	}
+
+	// Break the port-forward: the same local port answers again.
+	cut := time.Now()
+	breakPF()
+	events.next(t, Lost)
+	body, err = get(fwd)
+	if body != "from the pod\n" {
+		t.Fatalf("forward after reconnect: %q %v", body, err)
+	}
+	re := events.next(t, Reconnected)
+	t.Logf("port-forward broken: reconnected in %s, the same local port %s answered %s after the break", re.Duration.Round(time.Millisecond), fwd, time.Since(cut).Round(time.Millisecond))
+	scancel()
+	if err := <-runDone; err != nil {
+		t.Fatal(err)
+	}
+	if listening(fwd) {
+		t.Fatal("forward still listening after Run")
+	}
+}
