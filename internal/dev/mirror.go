@@ -175,7 +175,7 @@ func LauncherScript() string {
 
 // SyncSubPath is where a synced remote folder lives inside the dev volume.
 func SyncSubPath(remote string) string {
-	return path.Join("sync", strings.TrimPrefix(path.Clean(remote), "/"))
+	return path.Join("folders", strings.TrimPrefix(path.Clean(remote), "/"))
 }
 
 // Mirror builds the dev copy of a workload: named <name>-devtool, one replica, the same pod

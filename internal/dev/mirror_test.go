@@ -177,7 +177,7 @@ func TestMirrorDeploymentGolden(t *testing.T) {
 	for _, m := range c.VolumeMounts {
 		mounts[m.MountPath] = m
 	}
-	if mounts["/app"].Name != homeVolume || mounts["/app"].SubPath != "sync/app" || mounts["/usr/lib/x"].SubPath != "sync/usr/lib/x" ||
+	if mounts["/app"].Name != homeVolume || mounts["/app"].SubPath != "folders/app" || mounts["/usr/lib/x"].SubPath != "folders/usr/lib/x" ||
 		mounts["/devtool"].Name != homeVolume || mounts["/etc/s"].Name != "secret" {
 		t.Errorf("mounts %+v", c.VolumeMounts)
 	}
