@@ -34,7 +34,7 @@ if "$DEVTOOL" up --help >/dev/null 2>&1; then
   work=$(mktemp -d)
   cp -r examples/hello/. "$work/"
   echo "--- devtool up web (no terminal: one line per state)"
-  (cd "$work" && exec "$DEVTOOL" up web --namespace "$NS") > >(sed 's/^/  up: /') 2>&1 &
+  (cd "$work" && exec "$DEVTOOL" up web --namespace "$NS") > >(sed -u 's/^/  up: /') 2>&1 &
   up=$!
   for _ in $(seq 600); do curl -sf http://127.0.0.1:18080/ >/dev/null && break; sleep 0.2; done
   echo "--- served by the dev container through the forward on 127.0.0.1:18080:"

@@ -30,8 +30,8 @@ func TestFlags(t *testing.T) {
 }
 
 func TestAgentSource(t *testing.T) {
-	_, _, err := agentSource(func(string) string { return "" })("arm64")
-	if err == nil || !strings.Contains(err.Error(), "linux/arm64") {
+	_, _, err := agentSource(func(string) string { return "" })("riscv64")
+	if err == nil || !strings.Contains(err.Error(), "linux/riscv64") {
 		t.Errorf("%v", err)
 	}
 }
