@@ -46,6 +46,10 @@ func run() int {
 		fmt.Fprintln(ios.ErrOut, "Interrupted.")
 		return cmdutil.ExitCancelled
 	}
+	var status *cmdutil.ExitStatus
+	if errors.As(err, &status) {
+		return status.Code
+	}
 	fmt.Fprintf(ios.ErrOut, "Error: %v\n", err)
 	if hint := cmdutil.Hint(err); hint != "" {
 		fmt.Fprintf(ios.ErrOut, "Hint: %s\n", hint)

@@ -39,12 +39,21 @@ func (e *UserError) Unwrap() error { return e.Err }
 // WithHint attaches a hint to err.
 func WithHint(err error, hint string) error { return &UserError{Err: err, Hint: hint} }
 
+// ExitStatus carries the exit code of a command run elsewhere (devtool exec): main exits with
+// Code and prints nothing, since the command already spoke for itself.
+type ExitStatus struct{ Code int }
+
+func (e *ExitStatus) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
 // ExitCode maps an error returned by a command to the process exit code.
 func ExitCode(err error) int {
 	var fe *FlagError
+	var es *ExitStatus
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &es):
+		return es.Code
 	case errors.Is(err, context.Canceled):
 		return ExitCancelled
 	case errors.As(err, &fe):

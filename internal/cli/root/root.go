@@ -15,10 +15,16 @@ import (
 	contextcmd "github.com/devtool/devtool/internal/cli/context"
 	deploycmd "github.com/devtool/devtool/internal/cli/deploy"
 	"github.com/devtool/devtool/internal/cli/destroy"
+	doctorcmd "github.com/devtool/devtool/internal/cli/doctor"
+	downcmd "github.com/devtool/devtool/internal/cli/down"
 	"github.com/devtool/devtool/internal/cli/endpoints"
+	execcmd "github.com/devtool/devtool/internal/cli/exec"
 	initcmd "github.com/devtool/devtool/internal/cli/init"
 	logscmd "github.com/devtool/devtool/internal/cli/logs"
 	"github.com/devtool/devtool/internal/cli/namespace"
+	restartcmd "github.com/devtool/devtool/internal/cli/restart"
+	statuscmd "github.com/devtool/devtool/internal/cli/status"
+	upcmd "github.com/devtool/devtool/internal/cli/up"
 	"github.com/devtool/devtool/internal/cli/version"
 	"github.com/devtool/devtool/internal/cmdutil"
 )
@@ -66,5 +72,11 @@ their images, streams their logs, and manages the contexts and namespaces its co
 	cmd.AddCommand(analytics.NewCmd(f, nil))
 	cmd.AddCommand(initcmd.NewCmd(f, nil))
 	cmd.AddCommand(logscmd.NewCmd(f, nil))
+	cmd.AddCommand(upcmd.NewCmd(f, nil))
+	cmd.AddCommand(downcmd.NewCmd(f, nil))
+	cmd.AddCommand(statuscmd.NewCmd(f, nil))
+	cmd.AddCommand(execcmd.NewCmd(f, nil))
+	cmd.AddCommand(restartcmd.NewCmd(f, nil))
+	cmd.AddCommand(doctorcmd.NewCmd(f, nil))
 	return cmd
 }

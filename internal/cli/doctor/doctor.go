@@ -1,0 +1,99 @@
+// Package doctor implements `devtool doctor`.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/devtool/devtool/internal/buildinfo"
+	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/contexts"
+	"github.com/devtool/devtool/internal/dev"
+	"github.com/devtool/devtool/internal/iostreams"
+)
+
+// Options are the inputs of `devtool doctor`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Target  func(cmdutil.KubeFlags) (*cmdutil.Target, error)
+	WorkDir string
+	Environ map[string]string
+	Getenv  func(string) string
+	Now     func() time.Time
+
+	Kube cmdutil.KubeFlags
+	File string
+	Dev  string
+}
+
+// NewCmd builds the command. runF replaces run in tests of flag parsing.
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Getenv: f.Getenv, Now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "doctor [devName]",
+		Short: "Write a zip with what is needed to diagnose a dev container",
+		Long: `Doctor writes devtool-doctor-<name>-<time>.zip in the current folder: the tool's log, the local and
+remote sync logs, a summary of the dev entry (environment values removed), the dev pods' conditions
+and events, and the OS and architecture. Keys, tokens, passwords and secret values are left out.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Dev = args[0]
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return run(cmd.Context(), opts)
+		},
+	}
+	opts.Kube.AddFlags(cmd)
+	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file")
+	return cmd
+}
+
+func run(ctx context.Context, opts *Options) error {
+	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
+	if err != nil {
+		return err
+	}
+	d, err := p.Select(opts.Dev)
+	if err != nil {
+		return cmdutil.WithHint(err, "devtool doctor NAME")
+	}
+	home, err := contexts.HomeDir(opts.Getenv)
+	if err != nil {
+		return err
+	}
+	sd, err := dev.OpenStateDir(home, p.Dir, d.Name)
+	if err != nil {
+		return err
+	}
+	o := dev.DoctorOptions{Dev: d, State: sd, Version: buildinfo.Version, Now: opts.Now()}
+	if t, err := opts.Target(opts.Kube); err == nil {
+		o.Client, o.Exec, o.Namespace = t.Kube.Clientset, t.Kube, t.Namespace
+		o.Secrets = append(o.Secrets, t.Token, t.Kube.Config.BearerToken, t.Kube.Config.Password)
+	} else {
+		fmt.Fprintf(opts.IO.ErrOut, "Warning: no cluster information in the report: %v\n", err)
+	}
+	name := filepath.Join(opts.WorkDir, fmt.Sprintf("devtool-doctor-%s-%s.zip", d.Name, o.Now.UTC().Format("20060102-150405")))
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating the report: %w", err)
+	}
+	if err := dev.WriteDoctor(ctx, f, o); err != nil {
+		f.Close()
+		os.Remove(name)
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(name)
+		return err
+	}
+	fmt.Fprintln(opts.IO.Out, name)
+	return nil
+}

@@ -1,0 +1,75 @@
+package status
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/devtool/devtool/internal/dev"
+	"github.com/devtool/devtool/internal/filesync"
+	"github.com/devtool/devtool/internal/iostreams"
+)
+
+// TestStatusFromService asks a real sync status service, as a running up would serve it.
+func TestStatusFromService(t *testing.T) {
+	work, home := t.TempDir(), t.TempDir()
+	_ = os.WriteFile(filepath.Join(work, "compose.yml"), []byte("services:\n  web:\n    image: busybox\n"), 0o644)
+	sd, err := dev.OpenStateDir(home, work, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ios, _, out, _ := iostreams.Test()
+	opts := &Options{IO: ios, WorkDir: work, Environ: map[string]string{}, Getenv: func(k string) string {
+		if k == "DEVTOOL_HOME" {
+			return home
+		}
+		return ""
+	}}
+	if err := run(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "no 'devtool up' is running") {
+		t.Fatalf("without up: %v", err)
+	}
+
+	c, err := filesync.NewClient(filesync.ClientOptions{Folders: []filesync.Folder{{Local: t.TempDir(), Remote: "/app"}}, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- filesync.ServeStatus(ln, "u", "pw", c) }()
+	defer func() { ln.Close(); <-done }()
+	if err := sd.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Unlock()
+	_ = sd.WriteStatusService(dev.StatusService{Addr: ln.Addr().String(), User: "u", Password: "pw"})
+	if err := run(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "0.00%") || !strings.Contains(got, "disconnected") {
+		t.Errorf("status %q", got)
+	}
+	out.Reset()
+	opts.Info = true
+	if err := run(context.Background(), opts); err != nil || !strings.Contains(out.String(), "password: pw") {
+		t.Errorf("info %q %v", out.String(), err)
+	}
+	// Wrong credentials are refused by the service.
+	_ = sd.WriteStatusService(dev.StatusService{Addr: ln.Addr().String(), User: "u", Password: "bad"})
+	opts.Info = false
+	if err := run(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("bad password: %v", err)
+	}
+}
+
+func TestFormat(t *testing.T) {
+	st := dev.SyncStatus{Connected: true, Percent: 100}
+	if got := format(st); got != "100.00%" {
+		t.Errorf("%q", got)
+	}
+}

@@ -1,0 +1,228 @@
+// Package up implements `devtool up`.
+package up
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/contexts"
+	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/dev"
+	"github.com/devtool/devtool/internal/iostreams"
+)
+
+// Options are the inputs of `devtool up`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Target  func(cmdutil.KubeFlags) (*cmdutil.Target, error)
+	WorkDir string
+	Environ map[string]string
+	Getenv  func(string) string
+	Logger  *slog.Logger
+	// Deploy deploys the environment (the deploy command as a child process by default).
+	Deploy func(ctx context.Context, opts *Options, ns string) error
+	// Agent gives the agent binary (agentbin.For).
+	Agent dev.AgentSource
+
+	Kube        cmdutil.KubeFlags
+	File        string
+	Dev         string
+	Env         []string // --env NAME=value
+	Command     string   // --command
+	ForceDeploy bool
+	Reset       bool
+}
+
+// NewCmd builds the command. runF replaces run in tests of flag parsing.
+func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ),
+		Getenv: f.Getenv, Logger: f.Logger, Deploy: deployChild, Agent: agentSource(f.Getenv)}
+	cmd := &cobra.Command{
+		Use:   "up [devName]",
+		Short: "Replace a service by a dev container: synced files, forwards, a shell",
+		Long: `Up replaces a service of the deployed environment by a development container: a copy of its
+Deployment or StatefulSet (<name>-devtool, same pod labels, so its Services route to it) running the
+devtool agent, with the image, command, environment, resources and security context of the dev
+entry in devtool.yml (or, in a folder with only a Compose file, of the Compose service: its host
+volumes become the synced folders). The original is scaled to zero and 'devtool down' restores it.
+
+Everything goes over one SSH connection to the agent through a Kubernetes port-forward: the folders
+of 'sync' (two-way), the ports of 'forward' (listening on 127.0.0.1) and 'reverse', and the dev
+command. On a terminal up ends in the dev command (default sh, or --command) with a PTY; without a
+terminal it prints one line per state change and keeps running until SIGINT or SIGTERM. Either way
+the dev container stays active afterwards ('devtool exec' works) until 'devtool down'.
+
+When the connection drops (the pod was deleted, the API server restarted) up reconnects and every
+forward answers again on the same local port. When the original is redeployed the dev container is
+rebuilt from it.`,
+		Example: `  devtool up
+  devtool up api --env LOG_LEVEL=debug --command "npm run dev"
+  devtool up web --namespace dev --deploy`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Dev = args[0]
+			}
+			if _, err := parseEnv(opts.Env); err != nil {
+				return cmdutil.FlagErrorf("%v", err)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return run(cmd.Context(), opts)
+		},
+	}
+	opts.Kube.AddFlags(cmd)
+	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file")
+	cmd.Flags().StringArrayVarP(&opts.Env, "env", "e", nil, "an environment variable NAME=value for the dev container (repeatable)")
+	cmd.Flags().StringVar(&opts.Command, "command", "", "the command to run in the dev container (default: the dev entry's, else sh)")
+	cmd.Flags().BoolVar(&opts.ForceDeploy, "deploy", false, "deploy the environment first, even when it is deployed")
+	cmd.Flags().BoolVar(&opts.Reset, "reset", false, "forget the sync state: compare every file anew (differences kept as conflicts)")
+	return cmd
+}
+
+func parseEnv(list []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, e := range list {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return nil, fmt.Errorf("--env %q: expected NAME=value", e)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// prepared is what run has set up before connecting.
+type prepared struct {
+	project *dev.Project
+	dev     *dev.Up
+	state   *dev.StateDir
+	target  *cmdutil.Target
+	log     io.Closer
+}
+
+// prepare loads the folder, picks the dev entry, takes its state folder and deploys when needed.
+func prepare(ctx context.Context, opts *Options) (*prepared, error) {
+	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
+	}
+	name := opts.Dev
+	if name == "" && len(p.Devs) > 1 && opts.IO.CanPrompt() {
+		if name, err = prompt(opts.IO, p.Names()); err != nil {
+			return nil, err
+		}
+	}
+	d, err := p.Select(name)
+	if err != nil {
+		return nil, cmdutil.WithHint(err, "devtool up NAME")
+	}
+	t, err := opts.Target(opts.Kube)
+	if err != nil {
+		return nil, err
+	}
+	home, err := contexts.HomeDir(opts.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	sd, err := dev.OpenStateDir(home, p.Dir, d.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := sd.Lock(); err != nil {
+		var held *dev.HeldError
+		if errors.As(err, &held) {
+			return nil, cmdutil.WithHint(err, fmt.Sprintf("the dev container is in use by process %d; 'devtool exec %s' works alongside it", held.PID, d.Name))
+		}
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			sd.Unlock()
+		}
+	}()
+	logf, err := os.OpenFile(sd.LogFile(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	logger := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})).With("dev", d.Name)
+	// client-go reports ended watches and stray stream messages through klog on stderr, which
+	// would draw over the dev command's terminal: up sends them to its log instead.
+	klog.LogToStderr(false)
+	klog.SetOutput(logf)
+
+	deployed := false
+	if !opts.ForceDeploy {
+		st, err := (&deploy.StateStore{Clientset: t.Kube.Clientset, Namespace: t.Namespace}).Get(ctx, p.Name)
+		deployed = err == nil && st != nil && st.Status == deploy.StatusDeployed
+		if !deployed {
+			// Deployed by other means (kubectl, helm): the workload is there.
+			_, ferr := dev.FindWorkload(ctx, t.Kube.Clientset, t.Namespace, d)
+			deployed = ferr == nil
+		}
+	}
+	if !deployed {
+		fmt.Fprintf(opts.IO.ErrOut, "Deploying %s to namespace %s first\n", p.Name, t.Namespace)
+		if err := opts.Deploy(ctx, opts, t.Namespace); err != nil {
+			logf.Close()
+			return nil, err
+		}
+	}
+	env, _ := parseEnv(opts.Env)
+	u := &dev.Up{Kube: t.Kube, Namespace: t.Namespace, Dev: d, Env: env, State: sd, Agent: opts.Agent, Logger: logger}
+	ok = true
+	return &prepared{project: p, dev: u, state: sd, target: t, log: logf}, nil
+}
+
+// deployChild runs this binary's deploy command: the environment's own deploy, unchanged.
+func deployChild(ctx context.Context, opts *Options, ns string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	args := []string{"deploy", "--namespace", ns, "--wait"}
+	if opts.File != "" {
+		args = append(args, "--file", opts.File)
+	}
+	if opts.Kube.Context != "" {
+		args = append(args, "--context", opts.Kube.Context)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Dir = opts.WorkDir
+	cmd.Stdout, cmd.Stderr = opts.IO.ErrOut, opts.IO.ErrOut
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("deploying before up: %w", err)
+	}
+	return nil
+}
+
+func prompt(io *iostreams.IOStreams, names []string) (string, error) {
+	fmt.Fprintln(io.ErrOut, "Which dev container?")
+	for i, n := range names {
+		fmt.Fprintf(io.ErrOut, "  %d) %s\n", i+1, n)
+	}
+	fmt.Fprint(io.ErrOut, "Number: ")
+	var n int
+	if _, err := fmt.Fscanln(io.In, &n); err != nil || n < 1 || n > len(names) {
+		return "", cmdutil.FlagErrorf("no dev container chosen: name one, for example 'devtool up %s'", names[0])
+	}
+	return names[n-1], nil
+}

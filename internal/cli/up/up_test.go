@@ -1,0 +1,37 @@
+package up
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/iostreams"
+)
+
+func TestFlags(t *testing.T) {
+	io, _, _, _ := iostreams.Test()
+	var got *Options
+	cmd := NewCmd(&cmdutil.Factory{IOStreams: io, Getenv: func(string) string { return "" }}, func(_ context.Context, o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"api", "-e", "A=1", "--env", "B=x=y", "--command", "npm run dev", "--deploy", "--reset", "-n", "dev"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	env, _ := parseEnv(got.Env)
+	if got.Dev != "api" || env["A"] != "1" || env["B"] != "x=y" || got.Command != "npm run dev" || !got.ForceDeploy || !got.Reset || got.Kube.Namespace != "dev" {
+		t.Errorf("%+v", got)
+	}
+	cmd = NewCmd(&cmdutil.Factory{IOStreams: io, Getenv: func(string) string { return "" }}, func(context.Context, *Options) error { return nil })
+	cmd.SetArgs([]string{"--env", "NOVALUE"})
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "NAME=value") {
+		t.Errorf("bad --env: %v", err)
+	}
+}
+
+func TestAgentSource(t *testing.T) {
+	_, _, err := agentSource(func(string) string { return "" })("riscv64")
+	if err == nil || !strings.Contains(err.Error(), "linux/riscv64") {
+		t.Errorf("%v", err)
+	}
+}

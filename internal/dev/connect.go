@@ -1,0 +1,140 @@
+package dev
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/manifest"
+)
+
+// PodDialer opens connections to the agent of a dev container's current pod: it finds the
+// mirror's pod whose dev container runs (waiting by watch when there is none, as after a pod
+// deletion), makes sure the agent and the key are installed in a pod it has not seen yet, and
+// opens a port-forward stream to the agent's port. Safe for concurrent use.
+type PodDialer struct {
+	Kube      *kube.Client
+	Namespace string
+	// Install prepares a pod the dialer sees for the first time (agent upload and key).
+	Install func(ctx context.Context, pod, container string) error
+	// OnPod is told when the dialer moves to another pod; may be nil.
+	OnPod func(pod string)
+
+	mu        sync.Mutex
+	active    *Active
+	installed map[string]bool
+	current   string
+}
+
+// NewPodDialer returns a dialer for an active dev container.
+func NewPodDialer(c *kube.Client, ns string, a *Active, install func(ctx context.Context, pod, container string) error) *PodDialer {
+	return &PodDialer{Kube: c, Namespace: ns, Install: install, active: a, installed: map[string]bool{a.Pod: true}, current: a.Pod}
+}
+
+// SetActive switches to a rebuilt mirror (after the original was redeployed).
+func (p *PodDialer) SetActive(a *Active) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.active = a
+	p.installed[a.Pod] = false
+}
+
+// Active is the dev container the dialer connects to.
+func (p *PodDialer) Active() *Active {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.active
+}
+
+// Pod is the pod of the last connection.
+func (p *PodDialer) Pod() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.current
+}
+
+// Dial connects to the agent of the current pod.
+func (p *PodDialer) Dial(ctx context.Context) (net.Conn, error) {
+	a := p.Active()
+	pod, err := p.runningPod(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	done := p.installed[pod]
+	moved := p.current != pod
+	p.current = pod
+	p.mu.Unlock()
+	if moved && p.OnPod != nil {
+		p.OnPod(pod)
+	}
+	if !done && p.Install != nil {
+		if err := p.Install(ctx, pod, a.Container); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		p.installed[pod] = true
+		p.mu.Unlock()
+	}
+	return p.Kube.DialPod(ctx, p.Namespace, pod, AgentPort)
+}
+
+// runningPod waits for a mirror pod, not being deleted, whose dev container runs.
+func (p *PodDialer) runningPod(ctx context.Context, a *Active) (string, error) {
+	sel := labels.SelectorFromSet(a.Mirror.Template().Labels).String()
+	var name string
+	_, err := kube.WaitForPods(ctx, p.Kube.Clientset, p.Namespace, sel, func(pods []corev1.Pod) bool {
+		for i := range pods {
+			if pod := &pods[i]; pod.DeletionTimestamp == nil && containerRunning(pod, a.Container) {
+				if name == "" || pod.Name == p.Pod() {
+					name = pod.Name
+				}
+			}
+		}
+		return name != ""
+	})
+	if err != nil {
+		return "", fmt.Errorf("finding the dev container's pod: %w", err)
+	}
+	return name, nil
+}
+
+func containerRunning(p *corev1.Pod, container string) bool {
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == container {
+			return c.State.Running != nil
+		}
+	}
+	return false
+}
+
+// RunningPod finds the running pod of an active dev container (for exec): an error that says
+// so when the dev container is not active.
+func RunningPod(ctx context.Context, cs kubernetes.Interface, ns string, d *manifest.Dev) (pod, container string, err error) {
+	sel := labels.SelectorFromSet(map[string]string{LabelDev: d.Name}).String()
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return "", "", fmt.Errorf("finding dev container %s: %w", d.Name, err)
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		idx, err := DevContainer(&p.Spec, d, p.Name)
+		if err != nil {
+			continue
+		}
+		if name := p.Spec.Containers[idx].Name; containerRunning(p, name) {
+			return p.Name, name, nil
+		}
+	}
+	return "", "", fmt.Errorf("no active dev container %s for this folder in namespace %s", d.Name, ns)
+}

@@ -1,0 +1,118 @@
+package dev
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/devtool/devtool/internal/kube"
+)
+
+// AgentSource gives the agent binary for a Linux architecture ("amd64", "arm64") and its
+// sha256 in hex (agentbin.For).
+type AgentSource func(goarch string) (data []byte, sha256 string, err error)
+
+// Executor runs a command in a container (kube.Client.Exec).
+type Executor interface {
+	Exec(ctx context.Context, o kube.ExecOptions) error
+}
+
+// InstallOptions say where the agent goes.
+type InstallOptions struct {
+	Exec                      Executor
+	Namespace, Pod, Container string
+	Agent                     AgentSource
+	// AuthorizedKey is the dev container's public key in authorized_keys format.
+	AuthorizedKey []byte
+	// NodeArch is used when the image has no uname: the node's architecture, "" for amd64.
+	NodeArch string
+}
+
+// InstallResult says what Install did.
+type InstallResult struct {
+	Arch     string
+	Uploaded bool // false when the volume already held the same agent
+}
+
+// Install writes the authorized key and, unless the dev volume already holds the same agent
+// (its recorded sha256), uploads the agent through the exec API: written to a temporary
+// file, made executable and renamed, so the launcher never runs a half-written binary.
+func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
+	var res InstallResult
+	// One exec: write the key atomically, report the agent's hash and the machine.
+	script := fmt.Sprintf(`set -e; umask 077; mkdir -p %[1]s/ssh %[1]s/bin; cat > %[1]s/ssh/.authorized_keys.tmp; `+
+		`mv -f %[1]s/ssh/.authorized_keys.tmp %[1]s/ssh/authorized_keys; `+
+		`echo "sha=$(cat %[2]s.sha256 2>/dev/null || true)"; echo "arch=$(uname -m 2>/dev/null || true)"`, Home, AgentPath)
+	var out, errb bytes.Buffer
+	err := o.Exec.Exec(ctx, kube.ExecOptions{Namespace: o.Namespace, Pod: o.Pod, Container: o.Container,
+		Command: []string{"sh", "-c", script}, Stdin: bytes.NewReader(o.AuthorizedKey), Stdout: &out, Stderr: &errb})
+	if err != nil {
+		return res, fmt.Errorf("writing the SSH key into pod %s: %w%s", o.Pod, err, stderrSuffix(errb.String()))
+	}
+	var have, machine string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "sha="); ok {
+			have = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "arch="); ok {
+			machine = strings.TrimSpace(v)
+		}
+	}
+	res.Arch = goarch(machine, o.NodeArch)
+	data, sum, err := o.Agent(res.Arch)
+	if err != nil {
+		return res, err
+	}
+	if have == sum {
+		return res, nil
+	}
+	up := fmt.Sprintf(`set -e; mkdir -p %[1]s/bin; cat > %[2]s.tmp; chmod 0755 %[2]s.tmp; mv -f %[2]s.tmp %[2]s; echo %[3]s > %[2]s.sha256`,
+		Home, AgentPath, sum)
+	errb.Reset()
+	err = o.Exec.Exec(ctx, kube.ExecOptions{Namespace: o.Namespace, Pod: o.Pod, Container: o.Container,
+		Command: []string{"sh", "-c", up}, Stdin: bytes.NewReader(data), Stderr: &errb})
+	if err != nil {
+		return res, fmt.Errorf("uploading the agent into pod %s: %w%s", o.Pod, err, stderrSuffix(errb.String()))
+	}
+	res.Uploaded = true
+	return res, nil
+}
+
+func stderrSuffix(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+// goarch maps uname -m (or the node's architecture) to a Go architecture.
+func goarch(machine, node string) string {
+	switch machine {
+	case "x86_64", "amd64":
+		return "amd64"
+	case "aarch64", "arm64", "armv8l":
+		return "arm64"
+	}
+	if node != "" {
+		return node
+	}
+	return "amd64"
+}
+
+// NodeArch reads the architecture of the node a pod runs on ("" when it cannot be read, for
+// example without permission to read nodes).
+func NodeArch(ctx context.Context, c *kube.Client, ns, pod string) string {
+	p, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil || p.Spec.NodeName == "" {
+		return ""
+	}
+	n, err := c.Clientset.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return n.Status.NodeInfo.Architecture
+}

@@ -1,0 +1,62 @@
+package dev
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// SyncStatus is the local sync service's answer (filesync.StatusHandler), decoded by field
+// name so this package does not depend on the engine's types.
+type SyncStatus struct {
+	Connected bool    `json:"connected"`
+	Synced    bool    `json:"synced"`
+	Percent   float64 `json:"percent"`
+	Folders   []struct {
+		Local     string  `json:"local"`
+		Remote    string  `json:"remote"`
+		Percent   float64 `json:"percent"`
+		Files     int     `json:"files"`
+		Pending   int     `json:"pending"`
+		Conflicts []struct {
+			Path string `json:"path"`
+			Copy string `json:"copy"`
+		} `json:"conflicts"`
+		Errors []struct {
+			Path string `json:"path"`
+			Err  string `json:"error"`
+		} `json:"errors"`
+	} `json:"folders"`
+}
+
+// FetchStatus asks the local sync service of a running `up`.
+func FetchStatus(ctx context.Context, st StatusService) (SyncStatus, error) {
+	var s SyncStatus
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+st.Addr+"/", nil)
+	if err != nil {
+		return s, err
+	}
+	req.SetBasicAuth(st.User, st.Password)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return s, fmt.Errorf("the sync service at %s does not answer (is 'devtool up' running?): %w", st.Addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return s, fmt.Errorf("the sync service at %s answered %s", st.Addr, resp.Status)
+	}
+	return s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+// NewCredential is a random user or password for the local sync service.
+func NewCredential(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

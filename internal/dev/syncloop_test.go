@@ -1,0 +1,110 @@
+package dev
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/devtool/devtool/internal/filesync"
+)
+
+// TestSyncLoopReconnects runs the real sync engine over in-memory connections: the initial
+// sync reports ready, a broken connection is followed by a new one, and an edit made while
+// disconnected arrives after the reconnect.
+func TestSyncLoopReconnects(t *testing.T) {
+	before := runtime.NumGoroutine()
+	local, remote, state, rstate := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(local, "a.txt"), []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := filesync.NewClient(filesync.ClientOptions{Folders: []filesync.Folder{{Local: local, Remote: remote}}, StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var servers sync.WaitGroup
+	var mu sync.Mutex
+	var serverSide []net.Conn
+	opener := func() Opener {
+		return func() (io.ReadWriteCloser, error) {
+			a, b := net.Pipe()
+			mu.Lock()
+			serverSide = append(serverSide, b)
+			mu.Unlock()
+			servers.Add(1)
+			go func() {
+				defer servers.Done()
+				_ = filesync.Serve(ctx, b, filesync.ServerOptions{StateDir: rstate})
+			}()
+			return a, nil
+		}
+	}
+	var emu sync.Mutex
+	var states []State
+	ready := make(chan struct{})
+	loop := &SyncLoop{Client: sc, Report: func(e Event) {
+		emu.Lock()
+		states = append(states, e.State)
+		emu.Unlock()
+		if e.State == StateReady {
+			close(ready)
+		}
+	}}
+	conns := make(chan Opener, 1)
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx, conns) }()
+	conns <- opener()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no ready")
+	}
+	waitFile(t, filepath.Join(remote, "a.txt"), "one")
+
+	// Break the connection, edit while disconnected, reconnect.
+	mu.Lock()
+	serverSide[0].Close()
+	mu.Unlock()
+	if err := os.WriteFile(filepath.Join(local, "a.txt"), []byte("two"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conns <- opener()
+	waitFile(t, filepath.Join(remote, "a.txt"), "two")
+
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Errorf("Run: %v", err)
+	}
+	servers.Wait()
+	emu.Lock()
+	if len(states) != 3 || states[0] != StateStartingSync || states[1] != StateSynchronizing || states[2] != StateReady {
+		t.Errorf("states %v", states)
+	}
+	emu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+1 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before+1 {
+		t.Errorf("goroutines %d before, %d after", before, n)
+	}
+}
+
+func waitFile(t *testing.T, path, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && string(b) == want {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, err := os.ReadFile(path)
+	t.Fatalf("%s: %q %v, want %q", path, b, err, want)
+}

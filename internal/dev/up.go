@@ -1,0 +1,135 @@
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/manifest"
+)
+
+// Up is the cluster half of `devtool up`: activation, agent install, state reporting and the
+// watcher. The connection half (SSH session, forwards, sync) uses the PodDialer it returns.
+type Up struct {
+	Kube      *kube.Client
+	Namespace string
+	Dev       *manifest.Dev
+	Env       map[string]string // --env
+	State     *StateDir
+	Agent     AgentSource
+	// AuthorizedKey is the dev container's public key (authorized_keys format).
+	AuthorizedKey []byte
+	// Progress gets every state change (after it is written to the state file); may be nil.
+	Progress func(Event)
+	Logger   *slog.Logger
+}
+
+// StoppedError ends `up` when something outside changed the dev container.
+type StoppedError struct{ Change Change }
+
+func (e *StoppedError) Error() string { return e.Change.String() }
+
+// Report records a state change in the state file and passes it on.
+func (u *Up) Report(e Event) {
+	if u.State != nil {
+		r, _ := u.State.ReadState()
+		r.State, r.Message, r.Namespace, r.PID = e.State, e.Message, u.Namespace, os.Getpid()
+		if err := u.State.WriteState(r); err != nil && u.Logger != nil {
+			u.Logger.Warn("writing the state file", "err", err)
+		}
+	}
+	if u.Logger != nil {
+		u.Logger.Info("state", "state", e.State, "message", e.Message)
+	}
+	if u.Progress != nil {
+		u.Progress(e)
+	}
+}
+
+func (u *Up) activateOptions() ActivateOptions {
+	return ActivateOptions{Client: u.Kube.Clientset, Namespace: u.Namespace, Dev: u.Dev, Env: u.Env, Progress: u.Report}
+}
+
+// Start activates the dev container, installs the agent and the key in its pod and returns
+// a dialer to its agent. A failure is reported as the failed state.
+func (u *Up) Start(ctx context.Context) (*Active, *PodDialer, error) {
+	a, err := Activate(ctx, u.activateOptions())
+	if err != nil {
+		u.fail(err)
+		return nil, nil, err
+	}
+	u.recordPod(a)
+	u.Report(Event{State: StateAttaching, Message: "installing the agent in pod " + a.Pod})
+	if err := u.install(ctx, a.Pod, a.Container); err != nil {
+		u.fail(err)
+		return nil, nil, err
+	}
+	return a, NewPodDialer(u.Kube, u.Namespace, a, u.install), nil
+}
+
+func (u *Up) fail(err error) {
+	if !errors.Is(err, context.Canceled) {
+		u.Report(Event{State: StateFailed, Message: err.Error()})
+	}
+}
+
+func (u *Up) recordPod(a *Active) {
+	if u.State == nil {
+		return
+	}
+	r, _ := u.State.ReadState()
+	r.Pod, r.Workload = a.Pod, a.Original.String()
+	_ = u.State.WriteState(r)
+}
+
+func (u *Up) install(ctx context.Context, pod, container string) error {
+	res, err := Install(ctx, InstallOptions{Exec: u.Kube, Namespace: u.Namespace, Pod: pod, Container: container,
+		Agent: u.Agent, AuthorizedKey: u.AuthorizedKey, NodeArch: NodeArch(ctx, u.Kube, u.Namespace, pod)})
+	if err != nil {
+		return fmt.Errorf("dev %s: %w", u.Dev.Name, err)
+	}
+	if u.Logger != nil {
+		u.Logger.Info("agent installed", "pod", pod, "arch", res.Arch, "uploaded", res.Uploaded)
+	}
+	return nil
+}
+
+// Follow runs the watcher until ctx ends or the dev container stops: a redeployed original
+// rebuilds the mirror (the dialer moves to its pod, so the session reconnects); a deleted
+// original or a `down` elsewhere returns a *StoppedError.
+func (u *Up) Follow(ctx context.Context, a *Active, d *PodDialer) error {
+	for {
+		ch, err := Watch(ctx, u.Kube.Clientset, u.Namespace, a)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// A broken watch (API server restart) is retried after a pause.
+			if u.Logger != nil {
+				u.Logger.Warn("watch failed", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Second):
+			}
+			continue
+		}
+		if ch != OriginalChanged {
+			return &StoppedError{Change: ch}
+		}
+		u.Report(Event{State: StateActivating, Message: ch.String() + ": rebuilding the dev container"})
+		na, err := Activate(ctx, u.activateOptions())
+		if err != nil {
+			u.fail(err)
+			return err
+		}
+		u.recordPod(na)
+		a = na
+		d.SetActive(na)
+	}
+}
