@@ -29,25 +29,23 @@ trap cleanup EXIT
 for _ in $(seq 50); do curl -sf http://127.0.0.1:18081/ && break; sleep 0.2; done
 kill "$pf" 2>/dev/null || true
 
-if "$DEVTOOL" up --help >/dev/null 2>&1; then
-  # A copy of the example, so the demo's edit leaves the repository alone.
-  work=$(mktemp -d)
-  cp -r examples/hello/. "$work/"
-  echo "--- devtool up web (no terminal: one line per state)"
-  (cd "$work" && exec "$DEVTOOL" up web --namespace "$NS") > >(sed -u 's/^/  up: /') 2>&1 &
-  up=$!
-  for _ in $(seq 600); do curl -sf http://127.0.0.1:18080/ >/dev/null && break; sleep 0.2; done
-  echo "--- served by the dev container through the forward on 127.0.0.1:18080:"
-  curl -sf http://127.0.0.1:18080/
-  echo '<h1>edited on this machine</h1>' > "$work/web/index.html"
-  for _ in $(seq 100); do curl -sf http://127.0.0.1:18080/ | grep -q edited && break; sleep 0.2; done
-  echo "--- after a local edit of web/index.html:"
-  curl -sf http://127.0.0.1:18080/
-  kill -INT "$up" 2>/dev/null || true; wait "$up" 2>/dev/null || true; up=""
-  echo "--- devtool down web"
-  (cd "$work" && "$DEVTOOL" down web --namespace "$NS")
-  rm -rf "$work"; work=""
-else
-  echo "(this build has no 'devtool up' yet: the dev container part of the demo is skipped)"
-fi
+# A copy of the example, so the demo's edit leaves the repository alone.
+work=$(mktemp -d)
+cp -r examples/hello/. "$work/"
+echo "--- devtool up web (no terminal: one line per state)"
+(cd "$work" && exec "$DEVTOOL" up web --namespace "$NS") > >(sed -u 's/^/  up: /') 2>&1 &
+up=$!
+for _ in $(seq 600); do curl -sf http://127.0.0.1:18080/ >/dev/null && break; sleep 0.2; done
+echo "--- served by the dev container through the forward on 127.0.0.1:18080:"
+curl -sf http://127.0.0.1:18080/
+echo '<h1>edited on this machine</h1>' > "$work/web/index.html"
+edited=""
+for _ in $(seq 100); do curl -sf http://127.0.0.1:18080/ | grep -q edited && { edited=1; break; }; sleep 0.1; done
+[ -n "$edited" ] || { echo "demo: the local edit did not reach the dev container within 10 s" >&2; exit 1; }
+echo "--- after a local edit of web/index.html:"
+curl -sf http://127.0.0.1:18080/
+kill -INT "$up" 2>/dev/null || true; wait "$up" 2>/dev/null || true; up=""
+echo "--- devtool down web"
+(cd "$work" && "$DEVTOOL" down web --namespace "$NS")
+rm -rf "$work"; work=""
 echo "Deployed examples/hello to namespace $NS. Remove it with: (cd examples/hello && ../../bin/devtool destroy --namespace $NS --volumes)"
