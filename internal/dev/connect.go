@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,15 +117,47 @@ func containerRunning(p *corev1.Pod, container string) bool {
 }
 
 // RunningPod finds the running pod of an active dev container (for exec): an error that says
-// so when the dev container is not active.
+// so when the dev container is not active. A dev container whose mirror exists but whose pod is
+// being replaced (a rebuild after a redeploy, a deleted pod) is still active: RunningPod waits
+// for its next running pod, up to ActivePodWait, instead of saying it is gone.
 func RunningPod(ctx context.Context, cs kubernetes.Interface, ns string, d *manifest.Dev) (pod, container string, err error) {
 	sel := labels.SelectorFromSet(map[string]string{LabelDev: d.Name}).String()
 	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return "", "", fmt.Errorf("finding dev container %s: %w", d.Name, err)
 	}
-	for i := range list.Items {
-		p := &list.Items[i]
+	if pod, container = runningDevPod(list.Items, d); pod != "" {
+		return pod, container, nil
+	}
+	active, err := mirrorExists(ctx, cs, ns, sel)
+	if err != nil {
+		return "", "", fmt.Errorf("finding dev container %s: %w", d.Name, err)
+	}
+	if !active {
+		return "", "", fmt.Errorf("no active dev container %s for this folder in namespace %s", d.Name, ns)
+	}
+	wctx, cancel := context.WithTimeout(ctx, ActivePodWait)
+	defer cancel()
+	_, err = kube.WaitForPods(wctx, cs, ns, sel, func(pods []corev1.Pod) bool {
+		pod, container = runningDevPod(pods, d)
+		return pod != ""
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
+		return "", "", fmt.Errorf("dev container %s is active in namespace %s, but no pod of it was running within %s: %w",
+			d.Name, ns, ActivePodWait, err)
+	}
+	return pod, container, nil
+}
+
+// ActivePodWait bounds how long exec waits for the pod of an active dev container to run again.
+const ActivePodWait = 2 * time.Minute
+
+func runningDevPod(pods []corev1.Pod, d *manifest.Dev) (pod, container string) {
+	for i := range pods {
+		p := &pods[i]
 		if p.DeletionTimestamp != nil {
 			continue
 		}
@@ -133,8 +166,24 @@ func RunningPod(ctx context.Context, cs kubernetes.Interface, ns string, d *mani
 			continue
 		}
 		if name := p.Spec.Containers[idx].Name; containerRunning(p, name) {
-			return p.Name, name, nil
+			return p.Name, name
 		}
 	}
-	return "", "", fmt.Errorf("no active dev container %s for this folder in namespace %s", d.Name, ns)
+	return "", ""
+}
+
+// mirrorExists reports whether a mirror Deployment or StatefulSet of the dev container exists.
+func mirrorExists(ctx context.Context, cs kubernetes.Interface, ns, sel string) (bool, error) {
+	deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return false, err
+	}
+	if len(deps.Items) > 0 {
+		return true, nil
+	}
+	stss, err := cs.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return false, err
+	}
+	return len(stss.Items) > 0, nil
 }
