@@ -31,7 +31,10 @@ func TestCommandLineExitCodes(t *testing.T) {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			ios, _, _, errOut := iostreams.Test()
 			f := &cmdutil.Factory{IOStreams: ios, Logger: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }, WorkDir: t.TempDir()}
-			f.Target = func(cmdutil.KubeFlags) (*cmdutil.Target, error) { t.Fatal("no command should reach the cluster"); return nil, nil }
+			f.Target = func(cmdutil.KubeFlags) (*cmdutil.Target, error) {
+				t.Fatal("no command should reach the cluster")
+				return nil, nil
+			}
 			cmd := root.NewCmd(f, new(slog.LevelVar))
 			cmd.SetArgs(c.args)
 			code := report(errOut, cmd, root.Execute(context.Background(), cmd), false)

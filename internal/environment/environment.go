@@ -127,3 +127,21 @@ func Name(flag, declared, dir string) string {
 	}
 	return deploy.EnvironmentName(flag, declared, dir)
 }
+
+// Identify names the environment for commands that need only its name (endpoints, logs): --name
+// alone reads no file; otherwise the folder's file is loaded (its errors are returned) and a
+// folder without one is named after the repository or the folder.
+func Identify(o Options) (string, error) {
+	if o.Name != "" && len(o.Files) == 0 {
+		if n := deploy.SanitizeName(o.Name); n != "" {
+			return n, nil
+		}
+		return "", fmt.Errorf("--name %q has no character valid in a Kubernetes name", o.Name)
+	}
+	o.AllowMissing = true
+	e, err := Load(o)
+	if err != nil {
+		return "", err
+	}
+	return e.Name, nil
+}

@@ -46,4 +46,3 @@ func TestReservedVarIsAFlagError(t *testing.T) {
 		}
 	}
 }
-
