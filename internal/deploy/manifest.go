@@ -36,6 +36,7 @@ type ManifestDeploy struct {
 	// Out receives the commands' output, live (stderr); Progress the steps.
 	Out      io.Writer
 	Progress func(string)
+	Warn     func(string)
 	Logger   *slog.Logger
 }
 
@@ -77,7 +78,7 @@ func (d *ManifestDeploy) Run(ctx context.Context) (err error) {
 
 	if len(d.Manifest.Deploy.Commands) > 0 {
 		err := RunManifestCommands(ctx, CommandsRun{Client: d.Client, Namespace: d.Namespace, Name: d.Name,
-			Env: d.Env, Shell: d.Shell, Dir: d.Manifest.Dir, Out: d.Out, Output: &output, Logger: d.Logger},
+			Env: d.Env, Shell: d.Shell, Dir: d.Manifest.Dir, Out: d.Out, Output: &output, Logger: d.Logger, Warn: d.Warn},
 			d.Manifest.Deploy.Commands)
 		if err != nil {
 			return err
@@ -102,6 +103,8 @@ type CommandsRun struct {
 	Out             io.Writer
 	Output          *bytes.Buffer
 	Logger          *slog.Logger
+	// Warn receives what the user must know (a write the labelling proxy could not label).
+	Warn func(string)
 }
 
 // RunManifestCommands runs commands in order behind a labelling proxy started for this run
@@ -114,7 +117,7 @@ func RunManifestCommands(ctx context.Context, o CommandsRun, cmds []manifest.Com
 	defer os.RemoveAll(tmp)
 	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p, err := labelproxy.Start(pctx, labelproxy.Options{Upstream: o.Client.Config,
-		Labels: map[string]string{kube.LabelDeployedBy: o.Name}, Logger: o.Logger})
+		Labels: map[string]string{kube.LabelDeployedBy: o.Name}, Logger: o.Logger, Warn: o.Warn})
 	if err != nil {
 		stop()
 		return fmt.Errorf("starting the labelling proxy: %w", err)

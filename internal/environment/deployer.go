@@ -190,7 +190,7 @@ func (d *Deployer) deployManifest(ctx context.Context) (*DeployResult, error) {
 			Context: t.ContextName, Name: name, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
 			BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images,
 		},
-		Compose: result, Wait: d.Wait, Out: d.Out, Logger: d.Logger, Progress: d.Progress,
+		Compose: result, Wait: d.Wait, Out: d.Out, Logger: d.Logger, Progress: d.Progress, Warn: d.Warn,
 	}
 	d.Progress(fmt.Sprintf("Deploying %s to namespace %s", name, t.Namespace))
 	if err := md.Run(ctx); err != nil {
@@ -464,7 +464,7 @@ func (d *Deployer) destroyNamed(ctx context.Context, n string, own bool) (*Destr
 		d.Progress(fmt.Sprintf("Running the destroy commands of %s", n))
 		err := deploy.RunManifestCommands(ctx, deploy.CommandsRun{
 			Client: t.Kube, Namespace: t.Namespace, Name: n, Shell: d.Shell, Dir: m.Dir,
-			Out: d.Out, Logger: d.Logger,
+			Out: d.Out, Logger: d.Logger, Warn: d.Warn,
 			Env: deploy.CommandEnv{Environ: d.Environ, DotEnv: m.DotEnv, Namespace: t.Namespace,
 				Context: t.ContextName, Name: n, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
 				BuildkitHost: d.Environ["BUILDKIT_HOST"]},

@@ -88,6 +88,7 @@ func run(ctx context.Context, opts *Options) error {
 		Env: env, Target: target, Environ: opts.Environ, Logger: opts.Logger,
 		Wait: opts.Wait, Timeout: opts.Timeout, Volumes: opts.Volumes, Shell: shell, Out: opts.IO.ErrOut,
 		Progress: func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },
+		Warn:     func(s string) { fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", s) },
 	}
 	if opts.All {
 		names, err := d.DestroyAll(ctx)
