@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -63,7 +62,7 @@ func (d *ManifestDeploy) Run(ctx context.Context) (err error) {
 	if err := states.Save(ctx, st); err != nil {
 		return err
 	}
-	var output bytes.Buffer
+	output := NewTailBuffer(maxOutputBytes)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -78,7 +77,7 @@ func (d *ManifestDeploy) Run(ctx context.Context) (err error) {
 
 	if len(d.Manifest.Deploy.Commands) > 0 {
 		err := RunManifestCommands(ctx, CommandsRun{Client: d.Client, Namespace: d.Namespace, Name: d.Name,
-			Env: d.Env, Shell: d.Shell, Dir: d.Manifest.Dir, Out: d.Out, Output: &output, Logger: d.Logger, Warn: d.Warn},
+			Env: d.Env, Shell: d.Shell, Dir: d.Manifest.Dir, Out: d.Out, Output: output, Logger: d.Logger, Warn: d.Warn},
 			d.Manifest.Deploy.Commands)
 		if err != nil {
 			return err
@@ -101,7 +100,7 @@ type CommandsRun struct {
 	Env             CommandEnv
 	Shell, Dir      string
 	Out             io.Writer
-	Output          *bytes.Buffer
+	Output          *TailBuffer
 	Logger          *slog.Logger
 	// Warn receives what the user must know (a write the labelling proxy could not label).
 	Warn func(string)
