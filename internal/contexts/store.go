@@ -243,9 +243,36 @@ func ensureDir(dir string) error {
 		return fmt.Errorf("%s is not a folder", dir)
 	}
 	if fi.Mode().Perm() != 0o700 {
+		if err := outsideHome(dir); err != nil {
+			return err
+		}
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return fmt.Errorf("restricting %s to its owner: %w", dir, err)
 		}
+	}
+	return nil
+}
+
+// outsideHome refuses a folder reached through a symbolic link that leads out of the folder
+// holding .devtool (the user's home or DEVTOOL_HOME): devtool never changes the mode of a folder
+// it does not own by construction.
+func outsideHome(dir string) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", dir, err)
+	}
+	// dir is <home>/.devtool or <home>/.devtool/<sub>: home is the folder above .devtool.
+	home := dir
+	for filepath.Base(home) != ".devtool" && filepath.Dir(home) != home {
+		home = filepath.Dir(home)
+	}
+	home = filepath.Dir(home)
+	realHome, err := filepath.EvalSymlinks(home)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", home, err)
+	}
+	if rel, err := filepath.Rel(realHome, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%s leads to %s through a symbolic link, outside %s: devtool does not change the permissions of a folder outside it; replace the link by a folder (mode 0700) or set DEVTOOL_HOME", dir, real, home)
 	}
 	return nil
 }
