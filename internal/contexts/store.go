@@ -16,8 +16,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Context is one devtool context: a Kubernetes context or a platform installation, with the
@@ -275,28 +273,6 @@ func outsideHome(dir string) error {
 		return fmt.Errorf("%s leads to %s through a symbolic link, outside %s: devtool does not change the permissions of a folder outside it; replace the link by a folder (mode 0700) or set DEVTOOL_HOME", dir, real, home)
 	}
 	return nil
-}
-
-// lockFile takes an exclusive flock on path (created 0600) and returns its release.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening the lock file %s: %w", path, err)
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	return func() {
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		_ = f.Close()
-	}, nil
 }
 
 // writeAtomic replaces path with data (0600): a temporary file in the same folder is written and

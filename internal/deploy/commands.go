@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
@@ -88,11 +87,7 @@ func (r *CommandRunner) runOne(ctx context.Context, c manifest.Command) error {
 	cmd := exec.CommandContext(ctx, shell, "-c", c.Command)
 	cmd.Dir = r.Dir
 	cmd.Env = EnvList(r.Env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// The whole group: bash -c 'kubectl …' must not leave kubectl running.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	killProcessGroup(cmd) // the whole group: bash -c 'kubectl …' must not leave kubectl running
 	cmd.WaitDelay = 5 * time.Second
 	pw := &prefixWriter{prefix: name + " | ", out: r.Out, keep: r.Output}
 	cmd.Stdout, cmd.Stderr = pw, pw
