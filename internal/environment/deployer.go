@@ -39,6 +39,8 @@ type Deployer struct {
 	Shell        string // "bash" (default) or "sh"
 	Dependencies bool   // deploy dependencies even when already deployed
 	Volumes      bool   // destroy: also PVCs
+	// AllowOutsideVolumes lets host volumes from outside the project folder be baked into images.
+	AllowOutsideVolumes bool
 
 	// NewBuilder picks the builder the first time something is built; nil uses build.Select.
 	NewBuilder func(context.Context) (build.Builder, error)
@@ -122,7 +124,7 @@ func (d *Deployer) deployCompose(ctx context.Context) (*DeployResult, error) {
 	env, t := d.Env.Compose, d.Target
 	err := env.ResolveImages(ctx, composeenv.ImageOptions{
 		Registry: t.Registry, Namespace: t.Namespace, Force: d.Force, DryRun: d.DryRun,
-		Progress: d.Out, Warn: d.Warn, NewBuilder: d.NewBuilder,
+		Progress: d.Out, Warn: d.Warn, NewBuilder: d.NewBuilder, AllowOutside: d.AllowOutsideVolumes,
 	})
 	if err != nil {
 		return nil, err
@@ -255,7 +257,7 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 			}
 		}
 		err = env.ResolveImages(ctx, composeenv.ImageOptions{Registry: t.Registry, Namespace: t.Namespace,
-			Force: d.Force, Progress: d.Out, Warn: d.Warn, NewBuilder: d.NewBuilder})
+			Force: d.Force, Progress: d.Out, Warn: d.Warn, NewBuilder: d.NewBuilder, AllowOutside: d.AllowOutsideVolumes})
 		if err != nil {
 			return nil, err
 		}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/composeenv"
 	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
@@ -33,6 +35,8 @@ type Options struct {
 	NoBash  bool
 	// Dependencies deploys the manifest's dependencies even when they are already deployed.
 	Dependencies bool
+	// AllowOutsideVolumes copies host volumes from outside the project folder into images.
+	AllowOutsideVolumes bool
 
 	Getenv func(string) string
 	Logger *slog.Logger
@@ -80,6 +84,7 @@ apply, in depends_on order. Objects that left the file are removed; volumes are 
 	cmd.Flags().StringArrayVar(&opts.Vars, "var", nil, "a variable NAME=value for the deploy commands (repeatable)")
 	cmd.Flags().BoolVar(&opts.NoBash, "no-bash", false, "run the deploy commands with sh -c instead of bash -c")
 	cmd.Flags().BoolVar(&opts.Dependencies, "dependencies", false, "deploy the dependencies even when they are already deployed")
+	cmd.Flags().BoolVar(&opts.AllowOutsideVolumes, strings.TrimPrefix(composeenv.OutsideVolumeFlag, "--"), false, "copy host volumes from outside the project folder into the deployed images (they are pushed to the registry)")
 	return cmd
 }
 
@@ -117,7 +122,7 @@ func run(ctx context.Context, opts *Options) error {
 	d := &environment.Deployer{
 		Env: env, Target: target, Environ: opts.Environ, Getenv: opts.Getenv, Logger: opts.Logger,
 		Wait: opts.Wait, Timeout: opts.Timeout, Force: opts.Build, DryRun: opts.DryRun, Vars: vars, Shell: shell,
-		Dependencies: opts.Dependencies, Out: opts.IO.ErrOut, Warn: warn,
+		Dependencies: opts.Dependencies, AllowOutsideVolumes: opts.AllowOutsideVolumes, Out: opts.IO.ErrOut, Warn: warn,
 		Progress: func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },
 	}
 	var sp *iostreams.Spinner
