@@ -141,30 +141,3 @@ func RunManifestCommands(ctx context.Context, o CommandsRun, cmds []manifest.Com
 	}
 	return err
 }
-
-// LoadManifest loads the devtool.yml of dir (or file). It returns nil and no error when there is
-// none, or when a Compose file stands in for it: those are handled as Compose environments.
-func LoadManifest(dir, file string, environ map[string]string) (*manifest.Manifest, error) {
-	_, isCompose, err := manifest.Find(dir, file)
-	if err != nil || isCompose {
-		return nil, nil
-	}
-	m, err := manifest.Load(manifest.LoadOptions{Dir: dir, File: file, Environ: environ})
-	if err != nil {
-		return nil, err
-	}
-	if m.Inferred {
-		return nil, nil
-	}
-	return m, nil
-}
-
-// ManifestEnvironmentName is the environment name of the folder's devtool.yml; ok is false when
-// there is no (loadable) devtool.yml, and callers fall back to the Compose file.
-func ManifestEnvironmentName(dir, file, flag string, environ map[string]string) (name string, ok bool) {
-	m, err := LoadManifest(dir, file, environ)
-	if err != nil || m == nil {
-		return "", false
-	}
-	return EnvironmentName(flag, m.Name, m.Dir), true
-}
