@@ -10,8 +10,12 @@ step() { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
 
 step "deps"; hack/deps.sh
 step "build"; make --no-print-directory build
+step "cross-compile"
+for target in darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do
+  CGO_ENABLED=0 GOOS=${target%/*} GOARCH=${target#*/} go build -o /dev/null ./cmd/devtool
+done
 step "vet"; make --no-print-directory vet
-step "unit tests"; go test -count=1 ./... 2>&1 | tee /tmp/devtool-unit.log
+step "unit tests"; go test -race -count=1 ./... 2>&1 | tee /tmp/devtool-unit.log
 
 # DEVTOOL_TEST_KUBECONFIG points the integration tests at another cluster; otherwise they use the local one.
 if [ -z "${DEVTOOL_TEST_KUBECONFIG:-}" ]; then

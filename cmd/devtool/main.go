@@ -6,13 +6,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
+	"github.com/devtool/devtool/internal/buildinfo"
 	"github.com/devtool/devtool/internal/cli/root"
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/contexts"
@@ -21,44 +27,93 @@ import (
 
 func main() { os.Exit(run()) }
 
-func run() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
+func run() (code int) {
 	ios := iostreams.System()
+	defer func() {
+		if r := recover(); r != nil {
+			code = reportPanic(ios.ErrOut, r, debug.Stack())
+		}
+	}()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopSignals := handleSignals(cancel, func() { os.Exit(cmdutil.ExitCancelled) })
+	defer stopSignals()
+
 	level := new(slog.LevelVar)
 	level.Set(slog.LevelWarn)
 	logger := slog.New(slog.NewTextHandler(ios.ErrOut, &slog.HandlerOptions{Level: level}))
+	// client-go logs through klog: route it through the same logger, at --loglevel.
+	klog.SetSlogLogger(logger)
 	wd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintf(ios.ErrOut, "Error: cannot read the working directory: %v\n", err)
 		return cmdutil.ExitError
 	}
 	f := &cmdutil.Factory{IOStreams: ios, Logger: logger, Getenv: os.Getenv, Environ: os.Environ(), WorkDir: wd}
-	f.Target = (&contexts.Resolver{Getenv: os.Getenv}).Resolve
+	f.Target = cmdutil.TargetFunc(&contexts.Resolver{Getenv: os.Getenv})
 
 	cmd := root.NewCmd(f, level)
-	err = cmd.ExecuteContext(ctx)
+	err = root.Execute(ctx, cmd)
+	return report(ios.ErrOut, cmd, err, ctx.Err() != nil)
+}
+
+// report prints the final error (only main prints it) and returns the exit code.
+func report(w io.Writer, cmd *cobra.Command, err error, interrupted bool) int {
 	if err == nil {
 		return cmdutil.ExitOK
 	}
-	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-		fmt.Fprintln(ios.ErrOut, "Interrupted.")
+	if errors.Is(err, context.Canceled) || interrupted {
+		fmt.Fprintln(w, "Interrupted.")
 		return cmdutil.ExitCancelled
 	}
 	var status *cmdutil.ExitStatus
 	if errors.As(err, &status) {
 		return status.Code
 	}
-	fmt.Fprintf(ios.ErrOut, "Error: %v\n", err)
+	fmt.Fprintf(w, "Error: %v\n", err)
 	if hint := cmdutil.Hint(err); hint != "" {
-		fmt.Fprintf(ios.ErrOut, "Hint: %s\n", hint)
+		fmt.Fprintf(w, "Hint: %s\n", hint)
 	}
 	var fe *cmdutil.FlagError
 	if errors.As(err, &fe) {
-		fmt.Fprintf(ios.ErrOut, "Run '%s --help' for usage.\n", commandPath(cmd, os.Args[1:]))
+		fmt.Fprintf(w, "Run '%s --help' for usage.\n", commandPath(cmd, os.Args[1:]))
 	}
 	return cmdutil.ExitCode(err)
+}
+
+// handleSignals cancels the command on the first SIGINT/SIGTERM and calls exit on the second.
+func handleSignals(cancel func(), exit func()) (stop func()) {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ch:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-ch:
+			exit()
+		case <-done:
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
+}
+
+// reportPanic writes the trace to a file and prints a short message naming it.
+func reportPanic(w io.Writer, r any, stack []byte) int {
+	trace := fmt.Sprintf("devtool %s (commit %s) panicked at %s:\n%v\n\n%s",
+		buildinfo.Get().Version, buildinfo.Get().Commit, time.Now().UTC().Format(time.RFC3339), r, stack)
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("devtool-crash-%d.txt", time.Now().UnixNano()))
+	if err := os.WriteFile(path, []byte(trace), 0o600); err != nil {
+		fmt.Fprintf(w, "devtool %s crashed (%v); the trace could not be saved (%v):\n%s", buildinfo.Get().Version, r, err, trace)
+		return cmdutil.ExitError
+	}
+	fmt.Fprintf(w, "devtool %s crashed: %v\nThe full trace is in %s; please attach it to a bug report.\n", buildinfo.Get().Version, r, path)
+	return cmdutil.ExitError
 }
 
 // commandPath names the subcommand the user ran, for the usage hint.

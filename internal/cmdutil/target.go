@@ -3,7 +3,7 @@ package cmdutil
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/contexts"
 )
 
 // KubeFlags is the --context/--namespace flag group of every command that touches the cluster.
@@ -18,16 +18,15 @@ func (k *KubeFlags) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&k.Context, "context", "c", "", "context to use (default: the current context)")
 }
 
-// Target is where a command runs, resolved with one precedence everywhere:
-// the flags, then the current devtool context, then the kubeconfig's current context and namespace.
-type Target struct {
-	Kube          *kube.Client
-	Namespace     string // resolved namespace (also Kube.Namespace)
-	ContextName   string // devtool context name, or the kubeconfig context name
-	KubeContext   string // the kubeconfig context holding the credentials
-	Registry      string // image registry host[:port], "" when none
-	Builder       string // build service address, "docker", or ""
-	ClusterDomain string // public domain for endpoints, "" when unknown
-	IsPlatform    bool   // the context points to a devtool platform
-	Token         string // platform API token; never printed
+// Flags converts the group for the context resolver.
+func (k KubeFlags) Flags() contexts.Flags {
+	return contexts.Flags{Context: k.Context, Namespace: k.Namespace}
+}
+
+// Target is where a command runs (see contexts.Target).
+type Target = contexts.Target
+
+// TargetFunc adapts a context resolver to Factory.Target.
+func TargetFunc(r *contexts.Resolver) func(KubeFlags) (*Target, error) {
+	return func(k KubeFlags) (*Target, error) { return r.Resolve(k.Flags()) }
 }

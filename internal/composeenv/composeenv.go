@@ -1,9 +1,8 @@
-// Package composeenv loads and translates the Compose environment of a folder: the shared first
-// half of deploy, destroy, endpoints and build (find the file, load it, name the environment).
+// Package composeenv loads one Compose file as an environment and resolves its images (build,
+// host volumes). Commands reach it through internal/environment, which decides which file.
 package composeenv
 
 import (
-	"fmt"
 	"path/filepath"
 
 	"github.com/devtool/devtool/internal/compose"
@@ -49,19 +48,4 @@ func Load(o Options) (*Env, error) {
 	}
 	dir := filepath.Dir(file)
 	return &Env{File: file, Dir: dir, Name: deploy.EnvironmentName(o.Name, p.Name, dir), Project: p, Raw: raw}, nil
-}
-
-// NameOnly names the environment without loading anything: --name, else the compose file's
-// folder (or the git repository), for commands like destroy that must work without a manifest.
-func NameOnly(o Options) (string, error) {
-	if o.Name != "" {
-		if n := deploy.SanitizeName(o.Name); n != "" {
-			return n, nil
-		}
-		return "", fmt.Errorf("--name %q has no character valid in a Kubernetes name", o.Name)
-	}
-	if e, err := Load(o); err == nil {
-		return e.Name, nil
-	}
-	return deploy.EnvironmentName("", "", o.WorkDir), nil
 }

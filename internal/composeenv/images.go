@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 
 	"github.com/devtool/devtool/internal/build"
 	"github.com/devtool/devtool/internal/compose"
@@ -20,7 +22,13 @@ type ImageOptions struct {
 	Progress   io.Writer // build progress (stderr)
 	// Warn receives what the user should know (never nil after ResolveImages starts).
 	Warn func(string)
+	// AllowOutside lets host volumes whose source is outside the project folder be copied into
+	// an image (deploy --allow-outside-volumes); without it they are refused.
+	AllowOutside bool
 }
+
+// OutsideVolumeFlag is the flag that allows host volumes from outside the project folder.
+const OutsideVolumeFlag = "--allow-outside-volumes"
 
 // ResolveImages fills in every service's image before translation:
 //   - services with a build section get their image built and pushed when the registry does not
@@ -38,8 +46,15 @@ func (e *Env) ResolveImages(ctx context.Context, o ImageOptions) error {
 			images = append(images, build.Image{Service: s.Name, Image: s.Image, Build: s.Build})
 		}
 	}
+	if err := e.checkHostVolumes(o); err != nil {
+		return err
+	}
 	if o.DryRun {
-		return e.nameImages(images, o)
+		if err := e.nameImages(images, o); err != nil {
+			return err
+		}
+		e.describeHostVolumes(o)
+		return nil
 	}
 	if len(images) > 0 {
 		res, err := build.EnsureImages(ctx, build.EnsureOptions{
@@ -104,4 +119,50 @@ func (e *Env) addHostVolumes(ctx context.Context, o ImageOptions) error {
 		s.Image = ref
 	}
 	return nil
+}
+
+// checkHostVolumes refuses host volume sources outside the project folder (absolute paths, '..'
+// that climbs out, links that lead out) unless AllowOutside: a deploy copies them into an image
+// pushed to a registry.
+func (e *Env) checkHostVolumes(o ImageOptions) error {
+	if o.AllowOutside {
+		return nil
+	}
+	root := e.Dir
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	for _, s := range e.Project.Services {
+		for _, v := range s.Volumes {
+			if v.Kind != compose.VolumeHost {
+				continue
+			}
+			src := v.Source
+			if r, err := filepath.EvalSymlinks(src); err == nil {
+				src = r
+			}
+			rel, err := filepath.Rel(root, src)
+			if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return fmt.Errorf("service %s: host volume %s is outside the project folder %s: a deploy copies it into an image pushed to the registry; pass %s to allow it, or move it into the project",
+					s.Name, v.Source, e.Dir, OutsideVolumeFlag)
+			}
+		}
+	}
+	return nil
+}
+
+// describeHostVolumes says, in a dry run, which host folders a deploy would copy into an image.
+func (e *Env) describeHostVolumes(o ImageOptions) {
+	for _, s := range e.Project.Services {
+		for _, v := range s.Volumes {
+			if v.Kind != compose.VolumeHost {
+				continue
+			}
+			repo, err := build.ImageName(o.Registry, o.Namespace, e.Name, s.Name, "")
+			if err != nil {
+				repo = "(no registry configured: the deploy would not add it)"
+			}
+			o.Warn(fmt.Sprintf("dry run: service %s: a deploy copies host folder %s to %s into an image pushed as %s:<content hash>", s.Name, v.Source, v.Target, repo))
+		}
+	}
 }

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/errs"
 	"github.com/devtool/devtool/internal/kube"
 )
 
@@ -25,6 +25,26 @@ type Resolver struct {
 	Getenv func(string) string
 	// Home is the folder holding .devtool; empty means DEVTOOL_HOME, else the user's home.
 	Home string
+}
+
+// Flags are the --context and --namespace values a command was given ("" when not given).
+type Flags struct {
+	Context   string
+	Namespace string
+}
+
+// Target is where a command runs, resolved with one precedence everywhere:
+// the flags, then the current devtool context, then the kubeconfig's current context and namespace.
+type Target struct {
+	Kube          *kube.Client
+	Namespace     string // resolved namespace (also Kube.Namespace)
+	ContextName   string // devtool context name, or the kubeconfig context name
+	KubeContext   string // the kubeconfig context holding the credentials
+	Registry      string // image registry host[:port], "" when none
+	Builder       string // build service address, "docker", or ""
+	ClusterDomain string // public domain for endpoints, "" when unknown
+	IsPlatform    bool   // the context points to a devtool platform
+	Token         string // platform API token; never printed
 }
 
 // Selection is which contexts and namespace a command uses, decided without touching the network.
@@ -80,10 +100,10 @@ func ValidateNamespace(ns string) error {
 }
 
 // Select applies the precedence without connecting to anything.
-func (r *Resolver) Select(flags cmdutil.KubeFlags) (*Selection, error) {
+func (r *Resolver) Select(flags Flags) (*Selection, error) {
 	if flags.Namespace != "" {
 		if err := ValidateNamespace(flags.Namespace); err != nil {
-			return nil, cmdutil.FlagErrorf("--namespace: %v", err)
+			return nil, errs.FlagErrorf("--namespace: %v", err)
 		}
 	}
 	store, err := r.Store()
@@ -104,11 +124,11 @@ func (r *Resolver) Select(flags cmdutil.KubeFlags) (*Selection, error) {
 		sel.Context = cfg.Contexts[flags.Context]
 		if sel.Context == nil {
 			if IsPlatformURL(flags.Context) {
-				return nil, cmdutil.WithHint(fmt.Errorf("--context %s: no such devtool context; %w", flags.Context, ErrPlatformUnavailable),
+				return nil, errs.WithHint(fmt.Errorf("--context %s: no such devtool context; %w", flags.Context, ErrPlatformUnavailable),
 					"use a Kubernetes context name from your kubeconfig")
 			}
 			if !kc.HasContext(flags.Context) {
-				return nil, cmdutil.WithHint(
+				return nil, errs.WithHint(
 					fmt.Errorf("--context %q is neither a devtool context nor a Kubernetes context: %w", flags.Context, kc.missingContextError(flags.Context)),
 					"'devtool context list' shows the devtool contexts")
 			}
@@ -117,7 +137,7 @@ func (r *Resolver) Select(flags cmdutil.KubeFlags) (*Selection, error) {
 	case cfg.CurrentContext != "":
 		sel.Context = cfg.Current()
 		if sel.Context == nil {
-			return nil, cmdutil.WithHint(
+			return nil, errs.WithHint(
 				fmt.Errorf("the current devtool context %q is not in the context store %s", cfg.CurrentContext, store.Path()),
 				"run 'devtool context use <name>' to choose a context")
 		}
@@ -126,10 +146,10 @@ func (r *Resolver) Select(flags cmdutil.KubeFlags) (*Selection, error) {
 		if sel.KubeContext == "" {
 			msg := fmt.Sprintf("no current context: the kubeconfig (%s) sets no current-context and no devtool context is selected", kc.Describe())
 			if len(kc.ContextNames()) == 0 {
-				return nil, cmdutil.WithHint(fmt.Errorf("%s", msg),
+				return nil, errs.WithHint(fmt.Errorf("%s", msg),
 					"set KUBECONFIG or create ~/.kube/config (for the local cluster run 'make cluster-up')")
 			}
-			return nil, cmdutil.WithHint(fmt.Errorf("%s", msg),
+			return nil, errs.WithHint(fmt.Errorf("%s", msg),
 				fmt.Sprintf("run 'devtool context use <name>' with one of: %s", strings.Join(kc.ContextNames(), ", ")))
 		}
 		if !kc.HasContext(sel.KubeContext) {
@@ -140,7 +160,7 @@ func (r *Resolver) Select(flags cmdutil.KubeFlags) (*Selection, error) {
 		if !(c.IsDevtool && c.KubeContext == "") {
 			sel.KubeContext = c.KubeContextName()
 			if !kc.HasContext(sel.KubeContext) {
-				return nil, cmdutil.WithHint(
+				return nil, errs.WithHint(
 					fmt.Errorf("devtool context %q uses %w", c.Name, kc.missingContextError(sel.KubeContext)),
 					fmt.Sprintf("delete it with 'devtool context delete %s', or restore the kubeconfig entry", c.Name))
 			}
@@ -151,7 +171,7 @@ func (r *Resolver) Select(flags cmdutil.KubeFlags) (*Selection, error) {
 }
 
 // Resolve applies the precedence and builds the Kubernetes client for the result.
-func (r *Resolver) Resolve(flags cmdutil.KubeFlags) (*cmdutil.Target, error) {
+func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 	sel, err := r.Select(flags)
 	if err != nil {
 		return nil, err
@@ -168,7 +188,7 @@ func (r *Resolver) Resolve(flags cmdutil.KubeFlags) (*cmdutil.Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &cmdutil.Target{
+	t := &Target{
 		Kube:          kc,
 		Namespace:     sel.Namespace,
 		ContextName:   sel.Name(),

@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/contexts/contexttest"
 )
@@ -21,7 +20,7 @@ func TestResolveAgainstCluster(t *testing.T) {
 	r := &contexts.Resolver{Getenv: e.Getenv}
 	admin := contexttest.WhoAmI(t, e.Cluster.Clientset)
 
-	check := func(name string, flags cmdutil.KubeFlags, wantUser, wantNS string) {
+	check := func(name string, flags contexts.Flags, wantUser, wantNS string) {
 		t.Helper()
 		tg, err := r.Resolve(flags)
 		if err != nil {
@@ -44,9 +43,9 @@ func TestResolveAgainstCluster(t *testing.T) {
 	}
 
 	// Nothing stored: the kubeconfig's current context (dev-a) and its namespace.
-	check("kubeconfig", cmdutil.KubeFlags{}, admin, e.NamespaceA)
-	check("--context dev-b", cmdutil.KubeFlags{Context: contexttest.ContextB}, e.LimitedUser(), e.NamespaceB)
-	check("--namespace", cmdutil.KubeFlags{Namespace: e.NamespaceB}, admin, e.NamespaceB)
+	check("kubeconfig", contexts.Flags{}, admin, e.NamespaceA)
+	check("--context dev-b", contexts.Flags{Context: contexttest.ContextB}, e.LimitedUser(), e.NamespaceB)
+	check("--namespace", contexts.Flags{Namespace: e.NamespaceB}, admin, e.NamespaceB)
 
 	// A current devtool context beats the kubeconfig; flags beat both.
 	kc, err := contexts.LoadKubeconfig(e.Getenv)
@@ -57,8 +56,8 @@ func TestResolveAgainstCluster(t *testing.T) {
 	if _, err := contexts.Use(store, kc, contexts.UseOptions{Name: contexttest.ContextB}); err != nil {
 		t.Fatal(err)
 	}
-	check("current devtool context", cmdutil.KubeFlags{}, e.LimitedUser(), e.NamespaceB)
-	check("--context over current", cmdutil.KubeFlags{Context: contexttest.ContextA}, admin, e.NamespaceA)
-	check("--context and --namespace", cmdutil.KubeFlags{Context: contexttest.ContextA, Namespace: e.NamespaceB}, admin, e.NamespaceB)
-	check("--namespace over current", cmdutil.KubeFlags{Namespace: e.NamespaceA}, e.LimitedUser(), e.NamespaceA)
+	check("current devtool context", contexts.Flags{}, e.LimitedUser(), e.NamespaceB)
+	check("--context over current", contexts.Flags{Context: contexttest.ContextA}, admin, e.NamespaceA)
+	check("--context and --namespace", contexts.Flags{Context: contexttest.ContextA, Namespace: e.NamespaceB}, admin, e.NamespaceB)
+	check("--namespace over current", contexts.Flags{Namespace: e.NamespaceA}, e.LimitedUser(), e.NamespaceA)
 }

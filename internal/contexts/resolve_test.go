@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/errs"
 )
 
 // writeKubeconfig writes a kubeconfig with the given contexts (name -> namespace), all on one fake
@@ -49,25 +49,25 @@ func TestResolvePrecedence(t *testing.T) {
 	cases := []struct {
 		name                             string
 		store                            store
-		flags                            cmdutil.KubeFlags
+		flags                            Flags
 		wantCtx, wantKube, wantNS        string
 		wantReg, wantDomain, wantBuilder string
 	}{
 		{name: "kubeconfig only", wantCtx: "kube-a", wantKube: "kube-a", wantNS: "ns-a",
 			wantReg: "env-reg:5000", wantDomain: "env.example", wantBuilder: "docker"},
-		{name: "kubeconfig context without namespace is default", flags: cmdutil.KubeFlags{Context: "kube-nons"},
+		{name: "kubeconfig context without namespace is default", flags: Flags{Context: "kube-nons"},
 			wantCtx: "kube-nons", wantKube: "kube-nons", wantNS: "default", wantReg: "env-reg:5000", wantDomain: "env.example", wantBuilder: "docker"},
-		{name: "namespace flag over kubeconfig", flags: cmdutil.KubeFlags{Namespace: "flag-ns"},
+		{name: "namespace flag over kubeconfig", flags: Flags{Namespace: "flag-ns"},
 			wantCtx: "kube-a", wantKube: "kube-a", wantNS: "flag-ns", wantReg: "env-reg:5000", wantDomain: "env.example", wantBuilder: "docker"},
 		{name: "current devtool context over kubeconfig", store: store{"kube-b", stored},
 			wantCtx: "kube-b", wantKube: "kube-b", wantNS: "dev-b", wantReg: "reg-b:5000", wantDomain: "b.example", wantBuilder: "tcp://bk-b:1234"},
 		{name: "devtool context without registry falls back to env", store: store{"kube-a", stored},
 			wantCtx: "kube-a", wantKube: "kube-a", wantNS: "dev-a", wantReg: "env-reg:5000", wantDomain: "env.example", wantBuilder: "docker"},
-		{name: "context flag names a devtool context", store: store{"kube-a", stored}, flags: cmdutil.KubeFlags{Context: "kube-b"},
+		{name: "context flag names a devtool context", store: store{"kube-a", stored}, flags: Flags{Context: "kube-b"},
 			wantCtx: "kube-b", wantKube: "kube-b", wantNS: "dev-b", wantReg: "reg-b:5000", wantDomain: "b.example", wantBuilder: "tcp://bk-b:1234"},
-		{name: "both flags", store: store{"kube-a", stored}, flags: cmdutil.KubeFlags{Context: "kube-b", Namespace: "x"},
+		{name: "both flags", store: store{"kube-a", stored}, flags: Flags{Context: "kube-b", Namespace: "x"},
 			wantCtx: "kube-b", wantKube: "kube-b", wantNS: "x", wantReg: "reg-b:5000", wantDomain: "b.example", wantBuilder: "tcp://bk-b:1234"},
-		{name: "context flag names a kube context not in the store", store: store{"kube-b", stored[:1]}, flags: cmdutil.KubeFlags{Context: "kube-a"},
+		{name: "context flag names a kube context not in the store", store: store{"kube-b", stored[:1]}, flags: Flags{Context: "kube-a"},
 			wantCtx: "kube-a", wantKube: "kube-a", wantNS: "ns-a", wantReg: "env-reg:5000", wantDomain: "env.example", wantBuilder: "docker"},
 		{name: "devtool context with its own name for a kube context", store: store{"alias", stored},
 			wantCtx: "alias", wantKube: "kube-a", wantNS: "dev-alias", wantReg: "env-reg:5000", wantDomain: "env.example", wantBuilder: "docker"},
@@ -114,14 +114,14 @@ func TestResolveSeveralKubeconfigFiles(t *testing.T) {
 	first := writeKubeconfig(t, dir, "one", map[string]string{"one": "ns-one"})
 	second := writeKubeconfig(t, dir, "two", map[string]string{"two": "ns-two"})
 	r := &Resolver{Home: t.TempDir(), Getenv: envMap(map[string]string{"KUBECONFIG": first + string(filepath.ListSeparator) + second})}
-	tg, err := r.Resolve(cmdutil.KubeFlags{Context: "two"})
+	tg, err := r.Resolve(Flags{Context: "two"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tg.KubeContext != "two" || tg.Namespace != "ns-two" {
 		t.Errorf("got %s/%s, want two/ns-two", tg.KubeContext, tg.Namespace)
 	}
-	tg, err = r.Resolve(cmdutil.KubeFlags{})
+	tg, err = r.Resolve(Flags{})
 	if err != nil || tg.KubeContext != "one" {
 		t.Errorf("current-context of the first file wins: got %v, %v", tg, err)
 	}
@@ -139,7 +139,7 @@ func TestResolvePlatformContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg, err := (&Resolver{Home: home, Getenv: envMap(map[string]string{"KUBECONFIG": kubeconfig})}).Resolve(cmdutil.KubeFlags{})
+	tg, err := (&Resolver{Home: home, Getenv: envMap(map[string]string{"KUBECONFIG": kubeconfig})}).Resolve(Flags{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,15 +156,15 @@ func TestResolveErrors(t *testing.T) {
 		name       string
 		kubeconfig string
 		store      string // raw store content, "" for none
-		flags      cmdutil.KubeFlags
+		flags      Flags
 		want       []string
 		flagErr    bool
 	}{
-		{name: "unknown context flag", kubeconfig: kubeconfig, flags: cmdutil.KubeFlags{Context: "nope"},
+		{name: "unknown context flag", kubeconfig: kubeconfig, flags: Flags{Context: "nope"},
 			want: []string{`"nope"`, "kube-a, kube-b"}},
-		{name: "platform URL flag", kubeconfig: kubeconfig, flags: cmdutil.KubeFlags{Context: "https://x.example"},
+		{name: "platform URL flag", kubeconfig: kubeconfig, flags: Flags{Context: "https://x.example"},
 			want: []string{"platform login is not available"}},
-		{name: "bad namespace flag", kubeconfig: kubeconfig, flags: cmdutil.KubeFlags{Namespace: "Bad_NS"},
+		{name: "bad namespace flag", kubeconfig: kubeconfig, flags: Flags{Namespace: "Bad_NS"},
 			want: []string{"--namespace", "Bad_NS"}, flagErr: true},
 		{name: "no current context anywhere", kubeconfig: noCurrent, want: []string{"no current context", "kube-a"}},
 		{name: "no kubeconfig at all", kubeconfig: filepath.Join(dir, "missing"), want: []string{"no current context"}},
@@ -187,13 +187,13 @@ func TestResolveErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("want an error")
 			}
-			msg := err.Error() + " / hint: " + cmdutil.Hint(err)
+			msg := err.Error() + " / hint: " + errs.Hint(err)
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("error %q lacks %q", msg, w)
 				}
 			}
-			var fe *cmdutil.FlagError
+			var fe *errs.FlagError
 			if errors.As(err, &fe) != tc.flagErr {
 				t.Errorf("flag error = %v, want %v", !tc.flagErr, tc.flagErr)
 			}

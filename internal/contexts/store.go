@@ -16,8 +16,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Context is one devtool context: a Kubernetes context or a platform installation, with the
@@ -243,6 +241,9 @@ func ensureDir(dir string) error {
 		return fmt.Errorf("%s is not a folder", dir)
 	}
 	if fi.Mode().Perm() != 0o700 {
+		if err := outsideHome(dir); err != nil {
+			return err
+		}
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return fmt.Errorf("restricting %s to its owner: %w", dir, err)
 		}
@@ -250,26 +251,28 @@ func ensureDir(dir string) error {
 	return nil
 }
 
-// lockFile takes an exclusive flock on path (created 0600) and returns its release.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+// outsideHome refuses a folder reached through a symbolic link that leads out of the folder
+// holding .devtool (the user's home or DEVTOOL_HOME): devtool never changes the mode of a folder
+// it does not own by construction.
+func outsideHome(dir string) error {
+	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return nil, fmt.Errorf("opening the lock file %s: %w", path, err)
+		return fmt.Errorf("reading %s: %w", dir, err)
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
-			break
-		}
+	// dir is <home>/.devtool or <home>/.devtool/<sub>: home is the folder above .devtool.
+	home := dir
+	for filepath.Base(home) != ".devtool" && filepath.Dir(home) != home {
+		home = filepath.Dir(home)
 	}
+	home = filepath.Dir(home)
+	realHome, err := filepath.EvalSymlinks(home)
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", path, err)
+		return fmt.Errorf("reading %s: %w", home, err)
 	}
-	return func() {
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		_ = f.Close()
-	}, nil
+	if rel, err := filepath.Rel(realHome, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%s leads to %s through a symbolic link, outside %s: devtool does not change the permissions of a folder outside it; replace the link by a folder (mode 0700) or set DEVTOOL_HOME", dir, real, home)
+	}
+	return nil
 }
 
 // writeAtomic replaces path with data (0600): a temporary file in the same folder is written and

@@ -331,3 +331,35 @@ func FuzzReadConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestSymlinkedStoreOutsideHome: ~/.devtool as a link to a folder outside the home is reported,
+// and the target's mode is left alone.
+func TestSymlinkedStoreOutsideHome(t *testing.T) {
+	home, outside := t.TempDir(), t.TempDir()
+	target := filepath.Join(outside, "shared")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(home, ".devtool")); err != nil {
+		t.Fatal(err)
+	}
+	err := NewStore(home).Update(func(*Config) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("err %v", err)
+	}
+	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o755 {
+		t.Fatalf("the target's mode changed to %v", fi.Mode().Perm())
+	}
+	// A link inside the home is fine.
+	home2 := t.TempDir()
+	in := filepath.Join(home2, "real")
+	if err := os.Mkdir(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(in, filepath.Join(home2, ".devtool")); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewStore(home2).Update(func(*Config) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+}

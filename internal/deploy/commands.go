@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
@@ -28,8 +27,8 @@ type CommandRunner struct {
 	EnvFile string
 	// Out receives each line live, prefixed by the command's name (stderr).
 	Out io.Writer
-	// Output keeps everything the commands printed (with prefixes), for the state record.
-	Output *bytes.Buffer
+	// Output keeps the tail of what the commands printed (with prefixes), for the state record.
+	Output *TailBuffer
 }
 
 // CommandError is a command that failed (or was cancelled): later commands did not run.
@@ -57,7 +56,7 @@ func (r *CommandRunner) Run(ctx context.Context, cmds []manifest.Command) error 
 		r.Env = map[string]string{}
 	}
 	if r.Output == nil {
-		r.Output = &bytes.Buffer{}
+		r.Output = NewTailBuffer(maxOutputBytes)
 	}
 	for _, c := range cmds {
 		if err := ctx.Err(); err != nil {
@@ -88,11 +87,7 @@ func (r *CommandRunner) runOne(ctx context.Context, c manifest.Command) error {
 	cmd := exec.CommandContext(ctx, shell, "-c", c.Command)
 	cmd.Dir = r.Dir
 	cmd.Env = EnvList(r.Env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// The whole group: bash -c 'kubectl …' must not leave kubectl running.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	killProcessGroup(cmd) // the whole group: bash -c 'kubectl …' must not leave kubectl running
 	cmd.WaitDelay = 5 * time.Second
 	pw := &prefixWriter{prefix: name + " | ", out: r.Out, keep: r.Output}
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -117,18 +112,41 @@ func (r *CommandRunner) runOne(ctx context.Context, c manifest.Command) error {
 	return nil
 }
 
-// ReadEnvFile reads the DEVTOOL_ENV file a command wrote, as a dotenv file.
+// maxEnvFileBytes bounds the DEVTOOL_ENV file; maxLineBytes a line of command output.
+const (
+	maxEnvFileBytes = 1 << 20
+	maxLineBytes    = 64 << 10
+)
+
+// ReadEnvFile reads the DEVTOOL_ENV file a command wrote, as a dotenv file. Names --var may not
+// set (KUBECONFIG, PATH, DEVTOOL_*, ...) are refused: a command cannot route later commands
+// around the labelling proxy.
 func ReadEnvFile(path string) (map[string]string, error) {
-	data, err := os.ReadFile(path)
+	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading DEVTOOL_ENV: %w", err)
 	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("DEVTOOL_ENV (%s) is not a regular file", path)
+	}
+	if st.Size() > maxEnvFileBytes {
+		return nil, fmt.Errorf("DEVTOOL_ENV (%s) holds %d bytes, more than the %d allowed", path, st.Size(), maxEnvFileBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading DEVTOOL_ENV: %w", err)
+	}
 	vars, err := dotenv.ParseWithLookup(bytes.NewReader(data), func(string) (string, bool) { return "", false })
 	if err != nil {
 		return nil, fmt.Errorf("reading DEVTOOL_ENV (%s) as a dotenv file: %w", path, err)
+	}
+	for k := range vars {
+		if Reserved(k) {
+			return nil, fmt.Errorf("DEVTOOL_ENV sets %s, which is reserved: deploy sets it itself (like --var, DEVTOOL_ENV cannot set KUBECONFIG, PATH or DEVTOOL_* names)", k)
+		}
 	}
 	return vars, nil
 }
@@ -138,7 +156,7 @@ type prefixWriter struct {
 	mu     sync.Mutex
 	prefix string
 	out    io.Writer
-	keep   *bytes.Buffer
+	keep   *TailBuffer
 	buf    []byte
 }
 
@@ -153,6 +171,10 @@ func (w *prefixWriter) Write(p []byte) (int, error) {
 		}
 		w.line(w.buf[:i+1])
 		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > maxLineBytes { // a line without end: pass it on in pieces, memory stays bounded
+		w.line(w.buf)
+		w.buf = nil
 	}
 	return len(p), nil
 }
@@ -174,4 +196,50 @@ func (w *prefixWriter) flush() {
 		w.line(w.buf)
 		w.buf = nil
 	}
+}
+
+// TailBuffer keeps the last Max bytes written to it (the start of a long output is dropped).
+type TailBuffer struct {
+	mu        sync.Mutex
+	max       int
+	buf       []byte
+	truncated bool
+}
+
+// NewTailBuffer keeps at most max bytes.
+func NewTailBuffer(max int) *TailBuffer { return &TailBuffer{max: max} }
+
+func (b *TailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(p)
+	if len(p) >= b.max {
+		b.buf = append(b.buf[:0], p[len(p)-b.max:]...)
+		b.truncated = true
+		return n, nil
+	}
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 2*b.max { // compact: amortised O(1) per byte, memory at most 2*max
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.max:]...)
+		b.truncated = true
+	}
+	return n, nil
+}
+
+// WriteString writes s.
+func (b *TailBuffer) WriteString(s string) (int, error) { return b.Write([]byte(s)) }
+
+// String returns the kept tail, marked when the start was dropped.
+func (b *TailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.buf
+	trunc := b.truncated
+	if len(out) > b.max {
+		out, trunc = out[len(out)-b.max:], true
+	}
+	if trunc {
+		return "[…output truncated…]\n" + string(out)
+	}
+	return string(out)
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -185,33 +186,19 @@ func (d *ComposeDeploy) applyWorkloads(ctx context.Context, tr *tracker, objs *k
 		byName[s.Name] = s
 	}
 	var mu sync.Mutex
-	var firstErr error
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-			cancel() // stop the other services' waits
-		}
-		mu.Unlock()
-	}
-	var wg sync.WaitGroup
+	g, gctx := errgroup.WithContext(ctx) // the first failure stops the other services' waits
 	for _, s := range d.Result.Services {
-		wg.Add(1)
-		go func(s translate.Service) {
-			defer wg.Done()
+		g.Go(func() error {
 			if err := d.applyService(gctx, tr, objs, p, byName, s); err != nil {
-				fail(err)
-				return
+				return err
 			}
 			mu.Lock()
 			applied[key(p.workloads[s.Name])] = true
 			mu.Unlock()
-		}(s)
+			return nil
+		})
 	}
-	wg.Wait()
-	return firstErr
+	return g.Wait()
 }
 
 // applyService waits for a service's dependencies, then applies its workload.

@@ -107,3 +107,24 @@ func destroyOrder(u *unstructured.Unstructured) string {
 	}
 	return r + u.GetKind() + "/" + u.GetName()
 }
+
+// Exists reports whether anything of environment env is in namespace ns: its state record or
+// an object labelled for it.
+func Exists(ctx context.Context, c *kube.Client, ns, env string) (bool, error) {
+	st, err := (&StateStore{Clientset: c.Clientset, Namespace: ns}).Get(ctx, env)
+	if err != nil {
+		return false, err
+	}
+	if st != nil {
+		return true, nil
+	}
+	objs, err := c.Objects()
+	if err != nil {
+		return false, err
+	}
+	items, err := objs.ListLabelled(ctx, ns, kube.LabelDeployedBy+"="+env)
+	if err != nil {
+		return false, err
+	}
+	return len(items) > 0, nil
+}

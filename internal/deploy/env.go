@@ -12,7 +12,14 @@ import (
 const EnvHandoffVar = "DEVTOOL_ENV"
 
 // reservedVars are set by deploy itself and cannot be given with --var (nor any DEVTOOL_ name).
-var reservedVars = map[string]bool{"KUBECONFIG": true, "KUBECACHEDIR": true, "BUILDKIT_HOST": true}
+var reservedVars = map[string]bool{"KUBECONFIG": true, "KUBECACHEDIR": true, "BUILDKIT_HOST": true, "PATH": true}
+
+// Reserved reports whether a variable name is deploy's own: --var and the DEVTOOL_ENV hand-off
+// cannot set it.
+func Reserved(name string) bool {
+	u := strings.ToUpper(name)
+	return strings.HasPrefix(u, "DEVTOOL_") || reservedVars[u]
+}
 
 var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -26,7 +33,7 @@ func ParseVar(s string) (name, value string, err error) {
 	if !varName.MatchString(name) {
 		return "", "", fmt.Errorf("--var %q: %q is not a valid variable name (letters, digits and _, not starting with a digit)", s, name)
 	}
-	if strings.HasPrefix(strings.ToUpper(name), "DEVTOOL_") || reservedVars[strings.ToUpper(name)] {
+	if Reserved(name) {
 		return "", "", fmt.Errorf("--var %q: %s is reserved: deploy sets it itself", s, name)
 	}
 	return name, value, nil

@@ -129,3 +129,48 @@ func TestCommandRunnerCancelKillsGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestHandoffRefusesReservedNames: DEVTOOL_ENV cannot set what --var cannot.
+func TestHandoffRefusesReservedNames(t *testing.T) {
+	for _, name := range []string{"KUBECONFIG", "PATH", "DEVTOOL_NAMESPACE", "devtool_x"} {
+		dir := t.TempDir()
+		r := &CommandRunner{Shell: "sh", Dir: dir, EnvFile: filepath.Join(dir, "env"),
+			Env: map[string]string{"PATH": os.Getenv("PATH")}}
+		err := r.Run(context.Background(), []manifest.Command{
+			{Name: "first", Command: `echo '` + name + `=/tmp/evil' >> "$DEVTOOL_ENV"`},
+			{Name: "second", Command: `echo never`},
+		})
+		if err == nil || !strings.Contains(err.Error(), "reserved") || strings.Contains(r.Output.String(), "never") {
+			t.Errorf("%s: err %v, output %q", name, err, r.Output.String())
+		}
+		if _, _, err := ParseVar(name + "=x"); err == nil {
+			t.Errorf("--var %s accepted", name)
+		}
+	}
+}
+
+// TestOutputKeptIsBounded: a command printing far more than the state keeps costs bounded memory,
+// and the tail is what is kept.
+func TestOutputKeptIsBounded(t *testing.T) {
+	b := NewTailBuffer(1000)
+	chunk := []byte(strings.Repeat("x", 333) + "\n")
+	for i := 0; i < 10000; i++ {
+		_, _ = b.Write(chunk)
+		if cap(b.buf) > 4000 {
+			t.Fatalf("buffer grew to %d bytes", cap(b.buf))
+		}
+	}
+	_, _ = b.WriteString("the end\n")
+	got := b.String()
+	if !strings.HasPrefix(got, "[…output truncated…]\n") || !strings.HasSuffix(got, "the end\n") || len(got) > 1100 {
+		t.Fatalf("kept %d bytes: %q…", len(got), got[:40])
+	}
+	// A single line without end is passed on in pieces.
+	var out strings.Builder
+	w := &prefixWriter{prefix: "c | ", out: &out, keep: NewTailBuffer(1000)}
+	big := strings.Repeat("y", 3*maxLineBytes)
+	_, _ = w.Write([]byte(big))
+	if len(w.buf) > maxLineBytes {
+		t.Fatalf("pending line holds %d bytes", len(w.buf))
+	}
+}

@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +35,7 @@ type ManifestDeploy struct {
 	// Out receives the commands' output, live (stderr); Progress the steps.
 	Out      io.Writer
 	Progress func(string)
+	Warn     func(string)
 	Logger   *slog.Logger
 }
 
@@ -62,7 +62,7 @@ func (d *ManifestDeploy) Run(ctx context.Context) (err error) {
 	if err := states.Save(ctx, st); err != nil {
 		return err
 	}
-	var output bytes.Buffer
+	output := NewTailBuffer(maxOutputBytes)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -77,7 +77,7 @@ func (d *ManifestDeploy) Run(ctx context.Context) (err error) {
 
 	if len(d.Manifest.Deploy.Commands) > 0 {
 		err := RunManifestCommands(ctx, CommandsRun{Client: d.Client, Namespace: d.Namespace, Name: d.Name,
-			Env: d.Env, Shell: d.Shell, Dir: d.Manifest.Dir, Out: d.Out, Output: &output, Logger: d.Logger},
+			Env: d.Env, Shell: d.Shell, Dir: d.Manifest.Dir, Out: d.Out, Output: output, Logger: d.Logger, Warn: d.Warn},
 			d.Manifest.Deploy.Commands)
 		if err != nil {
 			return err
@@ -100,8 +100,10 @@ type CommandsRun struct {
 	Env             CommandEnv
 	Shell, Dir      string
 	Out             io.Writer
-	Output          *bytes.Buffer
+	Output          *TailBuffer
 	Logger          *slog.Logger
+	// Warn receives what the user must know (a write the labelling proxy could not label).
+	Warn func(string)
 }
 
 // RunManifestCommands runs commands in order behind a labelling proxy started for this run
@@ -114,7 +116,7 @@ func RunManifestCommands(ctx context.Context, o CommandsRun, cmds []manifest.Com
 	defer os.RemoveAll(tmp)
 	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p, err := labelproxy.Start(pctx, labelproxy.Options{Upstream: o.Client.Config,
-		Labels: map[string]string{kube.LabelDeployedBy: o.Name}, Logger: o.Logger})
+		Labels: map[string]string{kube.LabelDeployedBy: o.Name}, Logger: o.Logger, Warn: o.Warn})
 	if err != nil {
 		stop()
 		return fmt.Errorf("starting the labelling proxy: %w", err)
@@ -138,31 +140,4 @@ func RunManifestCommands(ctx context.Context, o CommandsRun, cmds []manifest.Com
 		fmt.Fprintf(o.Output, "%s\n", ce.Error())
 	}
 	return err
-}
-
-// LoadManifest loads the devtool.yml of dir (or file). It returns nil and no error when there is
-// none, or when a Compose file stands in for it: those are handled as Compose environments.
-func LoadManifest(dir, file string, environ map[string]string) (*manifest.Manifest, error) {
-	_, isCompose, err := manifest.Find(dir, file)
-	if err != nil || isCompose {
-		return nil, nil
-	}
-	m, err := manifest.Load(manifest.LoadOptions{Dir: dir, File: file, Environ: environ})
-	if err != nil {
-		return nil, err
-	}
-	if m.Inferred {
-		return nil, nil
-	}
-	return m, nil
-}
-
-// ManifestEnvironmentName is the environment name of the folder's devtool.yml; ok is false when
-// there is no (loadable) devtool.yml, and callers fall back to the Compose file.
-func ManifestEnvironmentName(dir, file, flag string, environ map[string]string) (name string, ok bool) {
-	m, err := LoadManifest(dir, file, environ)
-	if err != nil || m == nil {
-		return "", false
-	}
-	return EnvironmentName(flag, m.Name, m.Dir), true
 }

@@ -1,7 +1,10 @@
 package deploy
 
 import (
+	"bufio"
+	"bytes"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -10,10 +13,12 @@ import (
 var invalidNameChars = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // EnvironmentName picks the environment name: the flag, else the name written in the manifest,
-// else the git repository's folder name, else the manifest folder's name; made a valid
-// Kubernetes name (lower case, [a-z0-9-], at most 63 characters).
+// else the repository's name from its git origin remote, else the name of the folder holding
+// .git, else the manifest folder's name; made a valid Kubernetes name (lower case, [a-z0-9-],
+// at most 63 characters). A subfolder of a repository gets the repository's name.
 func EnvironmentName(flag, manifestName, dir string) string {
-	for _, n := range []string{flag, manifestName, gitRepoName(dir), filepath.Base(dir)} {
+	origin, top := gitRepoName(dir)
+	for _, n := range []string{flag, manifestName, origin, top, filepath.Base(dir)} {
 		if s := SanitizeName(n); s != "" {
 			return s
 		}
@@ -34,14 +39,96 @@ func SanitizeName(s string) string {
 	return s
 }
 
-// gitRepoName is the name of the repository dir belongs to: the folder holding .git.
-func gitRepoName(dir string) string {
+// maxGitConfig bounds the git config read for the origin remote.
+const maxGitConfig = 1 << 20
+
+// gitRepoName names the repository dir belongs to: origin is the last path element of its
+// origin remote's URL (without .git), "" when there is none; top is the folder holding .git.
+// It reads .git/config directly (no git process), following a worktree's or submodule's .git file.
+func gitRepoName(dir string) (origin, top string) {
 	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
-			return filepath.Base(d)
+		gitPath := filepath.Join(d, ".git")
+		if st, err := os.Lstat(gitPath); err == nil {
+			return originName(gitDir(gitPath, st.IsDir())), filepath.Base(d)
 		}
 		if parent := filepath.Dir(d); parent == d {
-			return ""
+			return "", ""
 		}
 	}
+}
+
+// gitDir finds the folder holding the repository's shared config.
+func gitDir(gitPath string, isDir bool) string {
+	if isDir {
+		return gitPath
+	}
+	b, err := readSmall(gitPath, 4096)
+	if err != nil {
+		return ""
+	}
+	gd, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+	if !ok {
+		return ""
+	}
+	gd = strings.TrimSpace(gd)
+	if !filepath.IsAbs(gd) {
+		gd = filepath.Join(filepath.Dir(gitPath), gd)
+	}
+	if c, err := readSmall(filepath.Join(gd, "commondir"), 4096); err == nil {
+		common := strings.TrimSpace(string(c))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(gd, common)
+		}
+		return common
+	}
+	return gd
+}
+
+func originName(gitDir string) string {
+	if gitDir == "" {
+		return ""
+	}
+	b, err := readSmall(filepath.Join(gitDir, "config"), maxGitConfig)
+	if err != nil {
+		return ""
+	}
+	inOrigin := false
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") {
+			inOrigin = strings.ReplaceAll(line, " ", "") == `[remote"origin"]`
+			continue
+		}
+		if !inOrigin {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "url") {
+			continue
+		}
+		return repoNameFromURL(strings.Trim(strings.TrimSpace(v), `"`))
+	}
+	return ""
+}
+
+// repoNameFromURL is the last path element of a git URL (https://h/o/shop.git, git@h:o/shop.git, /srv/shop).
+func repoNameFromURL(u string) string {
+	u = strings.TrimRight(u, "/")
+	if i := strings.LastIndexAny(u, "/:"); i >= 0 {
+		u = u[i+1:]
+	}
+	return strings.TrimSuffix(path.Base(u), ".git")
+}
+
+// readSmall reads a regular file of at most max bytes.
+func readSmall(p string, max int64) ([]byte, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > max {
+		return nil, os.ErrInvalid
+	}
+	return os.ReadFile(p)
 }

@@ -8,8 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/devtool/devtool/internal/composeenv"
-	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/manifest"
 )
 
@@ -31,29 +30,30 @@ type Project struct {
 	Warnings    []string
 }
 
-// LoadProject finds and loads the folder's devtool.yml, or its Compose file when there is none.
-// It is the one place the dev commands read an environment, so it can move to the shared
-// environment library unchanged for its callers.
+// LoadProject loads the folder's environment through environment.Load (the one loader every
+// command uses, so the environment is named alike everywhere): the devtool.yml's dev section, or
+// one dev entry per service of a Compose file when there is no devtool.yml.
 func LoadProject(workDir, file string, environ map[string]string) (*Project, error) {
-	m, err := deploy.LoadManifest(workDir, file, environ)
+	var files []string
+	if file != "" {
+		files = []string{file}
+	}
+	env, err := environment.Load(environment.Options{Dir: workDir, Files: files, Environ: environ})
 	if err != nil {
 		return nil, err
 	}
-	if m != nil {
-		p := &Project{Dir: m.Dir, File: m.File, Name: deploy.EnvironmentName("", m.Name, m.Dir), Devs: m.Dev, Warnings: m.Warnings}
-		p.Services, err = devServices(m.Raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", m.File, err)
+	if env.IsCompose() {
+		p := &Project{Dir: env.Dir, File: env.File, Name: env.Name, FromCompose: true, Warnings: env.Warnings}
+		for _, s := range env.Compose.Project.Services {
+			p.Devs = append(p.Devs, FromCompose(s))
 		}
 		return p, nil
 	}
-	env, err := composeenv.Load(composeenv.Options{WorkDir: workDir, File: file, Environ: environ})
+	m := env.Manifest
+	p := &Project{Dir: m.Dir, File: m.File, Name: env.Name, Devs: m.Dev, Warnings: env.Warnings}
+	p.Services, err = devServices(m.Raw)
 	if err != nil {
-		return nil, err
-	}
-	p := &Project{Dir: env.Dir, File: env.File, Name: env.Name, FromCompose: true, Warnings: env.Project.Warnings}
-	for _, s := range env.Project.Services {
-		p.Devs = append(p.Devs, FromCompose(s))
+		return nil, fmt.Errorf("%s: %w", m.File, err)
 	}
 	return p, nil
 }

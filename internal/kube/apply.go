@@ -16,18 +16,20 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/devtool/devtool/internal/labels"
 )
 
 // FieldManager is the server-side apply field manager of every object devtool writes.
 const FieldManager = "devtool"
 
-// Labels that mark what devtool owns.
+// Labels that mark what devtool owns (defined once, in internal/labels).
 const (
-	LabelDeployedBy  = "dev.devtool/deployed-by"
-	LabelManagedBy   = "app.kubernetes.io/managed-by"
-	ManagedByValue   = "devtool"
-	AnnotationPolicy = "dev.devtool/policy"
-	PolicyKeep       = "keep"
+	LabelDeployedBy  = labels.DeployedBy
+	LabelManagedBy   = labels.ManagedBy
+	ManagedByValue   = labels.ManagedByValue
+	AnnotationPolicy = labels.Policy
+	PolicyKeep       = labels.PolicyKeep
 )
 
 // Objects is the dynamic side of a Client: apply, list and delete any kind by GroupVersionKind.

@@ -56,6 +56,10 @@ type Options struct {
 	Labels map[string]string
 	// Logger receives debug logs (what was labelled, what passed through unlabelled); nil discards.
 	Logger *slog.Logger
+	// Warn receives, once per method and path, a sentence for the user about a write forwarded
+	// without labels that destroy will therefore not find (encoded, CBOR or unreadable protobuf
+	// bodies). nil: only the logger hears of it.
+	Warn func(string)
 	// MaxBodyBytes caps a write body the proxy must read to label it; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Validity of the certificates; 0 means DefaultValidity.
@@ -69,6 +73,10 @@ type Proxy struct {
 	log   *slog.Logger
 	lab   labeler
 	max   int64
+
+	warn     func(string)
+	warnMu   sync.Mutex
+	warnSeen map[string]bool
 
 	proxy, upgrade *httputil.ReverseProxy
 
@@ -131,6 +139,7 @@ func Start(ctx context.Context, o Options) (*Proxy, error) {
 		log:   o.Logger,
 		lab:   labeler{labels: copyMap(o.Labels)},
 		max:   o.MaxBodyBytes,
+		warn:  o.Warn,
 		done:  make(chan struct{}),
 	}
 	p.proxy = p.reverseProxy(upstreamURL, rt)
@@ -275,10 +284,12 @@ func (p *Proxy) label(w http.ResponseWriter, r *http.Request, t target) bool {
 	}
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
 		p.log.Warn("labelproxy: encoded body forwarded without labels", "method", r.Method, "path", r.URL.Path, "encoding", enc)
+		p.warnUnlabelled(r, "its body is "+enc+"-encoded")
 		return true
 	}
 	if strings.Contains(mediaType, "cbor") {
 		p.log.Warn("labelproxy: CBOR body forwarded without labels", "method", r.Method, "path", r.URL.Path)
+		p.warnUnlabelled(r, "its body is CBOR")
 		return true
 	}
 	if r.ContentLength > p.max {
@@ -308,6 +319,7 @@ func (p *Proxy) label(w http.ResponseWriter, r *http.Request, t target) bool {
 		level := slog.LevelDebug // JSON patches and bodies the API server will reject anyway
 		if strings.Contains(mediaType, "protobuf") {
 			level = slog.LevelWarn // an object that destroy will not find
+			p.warnUnlabelled(r, "its protobuf body could not be read")
 		}
 		p.log.Log(r.Context(), level, "labelproxy: forwarded without labels", "method", r.Method, "path", r.URL.Path, "contentType", mediaType)
 		out = body
@@ -368,4 +380,22 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// warnUnlabelled tells the user, once per method and path, that a write went through unlabelled.
+func (p *Proxy) warnUnlabelled(r *http.Request, why string) {
+	if p.warn == nil {
+		return
+	}
+	key := r.Method + " " + r.URL.Path
+	p.warnMu.Lock()
+	if p.warnSeen == nil {
+		p.warnSeen = map[string]bool{}
+	}
+	seen := p.warnSeen[key]
+	p.warnSeen[key] = true
+	p.warnMu.Unlock()
+	if !seen {
+		p.warn(fmt.Sprintf("%s %s was forwarded without devtool's labels (%s): destroy will not delete what it creates", r.Method, r.URL.Path, why))
+	}
 }

@@ -734,3 +734,23 @@ func TestLabelsProtobuf(t *testing.T) {
 		t.Errorf("subresource body changed: %v", got.Labels)
 	}
 }
+
+// TestWarnsTheUserOfUnlabelledWrites: a write destroy will not find reaches Options.Warn, once per path.
+func TestWarnsTheUserOfUnlabelledWrites(t *testing.T) {
+	api := newFakeAPI(t)
+	var mu sync.Mutex
+	var warnings []string
+	p, hc, _ := startProxy(t, api, func(o *Options) {
+		o.Warn = func(s string) { mu.Lock(); warnings = append(warnings, s); mu.Unlock() }
+	})
+	for i := 0; i < 2; i++ {
+		do(t, hc, p, "POST", "/api/v1/namespaces/ns1/configmaps", "application/vnd.kubernetes.protobuf", "k8s\x00\x0a\x0f\x0a\x02v1\x12\x09ConfigMap")
+	}
+	do(t, hc, p, "POST", "/api/v1/namespaces/ns1/secrets", "application/cbor", "\xa0")
+	do(t, hc, p, "PATCH", "/api/v1/namespaces/ns1/configmaps/c", "application/json-patch+json", `[{"op":"add","path":"/data/x","value":"1"}]`)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(warnings) != 2 || !strings.Contains(warnings[0], "/configmaps") || !strings.Contains(warnings[1], "CBOR") {
+		t.Fatalf("warnings %q", warnings)
+	}
+}

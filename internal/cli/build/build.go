@@ -15,8 +15,9 @@ import (
 
 	"github.com/devtool/devtool/internal/build"
 	"github.com/devtool/devtool/internal/cmdutil"
-	"github.com/devtool/devtool/internal/compose"
+	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
+	"github.com/devtool/devtool/internal/manifest"
 )
 
 // Options are the inputs of `devtool build`.
@@ -31,7 +32,7 @@ type Options struct {
 	SelectBuilder func(context.Context, build.SelectOptions) (build.Builder, error)
 
 	Kube        cmdutil.KubeFlags
-	File        string
+	Env         cmdutil.EnvFlags
 	NoCache     bool
 	Secrets     []build.Secret
 	ExportCache string
@@ -72,11 +73,14 @@ of BUILDKIT_HOST (HOST:PORT), else on the local Docker daemon (DOCKER_HOST or th
 				}
 				opts.Secrets = append(opts.Secrets, sec)
 			}
-			if opts.Tag != "" && !isDockerfile(opts.File) {
+			if len(opts.Env.Files) > 1 && isDockerfile(opts.dockerfile()) {
+				return cmdutil.FlagErrorf("--file: one Dockerfile at a time")
+			}
+			if opts.Tag != "" && !isDockerfile(opts.dockerfile()) {
 				return cmdutil.FlagErrorf("--tag needs --file pointing to a Dockerfile")
 			}
-			if isDockerfile(opts.File) && len(args) > 0 {
-				return cmdutil.FlagErrorf("no service names with --file pointing to a Dockerfile")
+			if isDockerfile(opts.dockerfile()) && (len(args) > 0 || opts.Env.Name != "") {
+				return cmdutil.FlagErrorf("no service names or --name with --file pointing to a Dockerfile (use --tag)")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -86,13 +90,21 @@ of BUILDKIT_HOST (HOST:PORT), else on the local Docker daemon (DOCKER_HOST or th
 	}
 	opts.Kube.AddFlags(cmd)
 	fl := cmd.Flags()
-	fl.StringVarP(&opts.File, "file", "f", "", "the manifest or Compose file, or a Dockerfile to build directly")
+	opts.Env.AddFlags(cmd, "the devtool.yml or Compose file, or a Dockerfile to build directly")
 	fl.BoolVar(&opts.NoCache, "no-cache", false, "build without using the build cache (and rebuild unchanged images)")
 	fl.StringArrayVar(&secrets, "secret", nil, "a secret for RUN --mount=type=secret: id=<id>,src=<path> (repeatable)")
 	fl.StringVar(&opts.ExportCache, "export-cache", "", "image reference to export the build cache to")
 	fl.StringArrayVar(&opts.CacheFrom, "cache-from", nil, "image reference to import build cache from (repeatable)")
 	fl.StringVarP(&opts.Tag, "tag", "t", "", "image name for --file Dockerfile builds")
 	return cmd
+}
+
+// dockerfile is the --file value when there is exactly one.
+func (o *Options) dockerfile() string {
+	if len(o.Env.Files) == 1 {
+		return o.Env.Files[0]
+	}
+	return ""
 }
 
 // isDockerfile tells a Dockerfile from a manifest or Compose file by its name.
@@ -109,38 +121,34 @@ func isDockerfile(file string) bool {
 
 func run(ctx context.Context, opts *Options) error {
 	target, targetErr := opts.Target(opts.Kube)
+	if targetErr != nil && opts.Kube.Context != "" {
+		return targetErr // an explicit --context must resolve
+	}
 	sel := build.SelectOptions{Getenv: opts.Getenv, Logger: opts.Logger}
 	if target != nil {
-		sel.IsPlatform, sel.ContextBuilder = target.IsPlatform, target.Builder
+		sel.IsPlatform, sel.ContextBuilder, sel.PlatformURL = target.IsPlatform, target.Builder, target.ContextName
 	}
 	mode := "plain"
 	if opts.IO.IsStderrTTY() {
 		mode = "auto"
 	}
-	if isDockerfile(opts.File) {
+	if isDockerfile(opts.dockerfile()) {
 		return runDockerfile(ctx, opts, sel, target, mode)
 	}
 
-	file := opts.File
-	if file == "" {
-		f, err := compose.FindFile(opts.WorkDir)
-		if err != nil {
-			return err
-		}
-		file = f
-	} else if !filepath.IsAbs(file) {
-		file = filepath.Join(opts.WorkDir, file)
-	}
-	p, err := compose.Load(compose.LoadOptions{File: file, Environ: opts.Environ})
+	env, err := environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
 	if err != nil {
 		return err
 	}
-	images, err := imagesToBuild(p, opts.Services)
+	for _, w := range env.Warnings {
+		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
+	}
+	images, err := imagesToBuild(env, opts.Services)
 	if err != nil {
 		return err
 	}
 	if len(images) == 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "No service of %s has a build section: nothing to build.\n", file)
+		fmt.Fprintf(opts.IO.ErrOut, "%s has no build section: nothing to build.\n", env.File)
 		return nil
 	}
 	registry := opts.Getenv(build.EnvRegistry)
@@ -157,13 +165,9 @@ func run(ctx context.Context, opts *Options) error {
 		}
 		return errors.New("image names need a namespace: pass --namespace")
 	}
-	name := p.Name
-	if name == "" {
-		name = filepath.Base(filepath.Dir(file))
-	}
 	res, err := build.EnsureImages(ctx, build.EnsureOptions{
 		NewBuilder: func(ctx context.Context) (build.Builder, error) { return opts.SelectBuilder(ctx, sel) },
-		Registry:   registry, Namespace: namespace, Name: name,
+		Registry:   registry, Namespace: namespace, Name: env.Name,
 		NoCache: opts.NoCache, Secrets: opts.Secrets, ExportCache: opts.ExportCache, CacheFrom: opts.CacheFrom,
 		Progress: opts.IO.ErrOut, ProgressMode: mode,
 		OnBuild: func(service, ref string, b build.Builder) {
@@ -192,31 +196,31 @@ func needsDerivedName(images []build.Image) bool {
 	return false
 }
 
-// imagesToBuild lists the services with a build section (those named, in file order, when names are given).
-func imagesToBuild(p *compose.Project, names []string) ([]build.Image, error) {
+// imagesToBuild lists the build section (the devtool.yml's, or the Compose services with a
+// build section): those named, in file order, when names are given.
+func imagesToBuild(env *environment.Environment, names []string) ([]build.Image, error) {
+	byName := map[string]*manifest.BuildService{}
+	for _, b := range env.Manifest.Build {
+		byName[b.Service] = b
+	}
 	want := map[string]bool{}
 	for _, n := range names {
-		s := p.Service(n)
-		if s == nil {
-			return nil, cmdutil.FlagErrorf("no service %q in %s", n, p.File)
-		}
-		if s.Build == nil {
-			return nil, cmdutil.FlagErrorf("service %q has no build section", n)
+		if byName[n] == nil {
+			return nil, cmdutil.FlagErrorf("no image %q in the build section of %s", n, env.File)
 		}
 		want[n] = true
 	}
-	var out []build.Image
-	for _, s := range p.Services {
-		if s.Build == nil || (len(want) > 0 && !want[s.Name]) {
-			continue
+	var list []*manifest.BuildService
+	for _, b := range env.Manifest.Build {
+		if len(want) == 0 || want[b.Service] {
+			list = append(list, b)
 		}
-		out = append(out, build.Image{Service: s.Name, Image: s.Image, Build: s.Build})
 	}
-	return out, nil
+	return environment.BuildImages(list), nil
 }
 
 func runDockerfile(ctx context.Context, opts *Options, sel build.SelectOptions, target *cmdutil.Target, mode string) error {
-	df := opts.File
+	df := opts.dockerfile()
 	if !filepath.IsAbs(df) {
 		df = filepath.Join(opts.WorkDir, df)
 	}

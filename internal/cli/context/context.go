@@ -7,10 +7,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/devtool/devtool/internal/build"
 	"github.com/devtool/devtool/internal/cli/context/prompt"
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/contexts"
@@ -84,15 +84,10 @@ The kubeconfig is never modified.`,
 }
 
 func validateBuilder(b string) error {
-	if b == "docker" {
-		return nil
+	if err := build.ValidateBuilderAddress(b); err != nil {
+		return cmdutil.FlagErrorf("--builder: %v", err)
 	}
-	for _, p := range []string{"tcp://", "unix://", "docker-container://", "kube-pod://"} {
-		if strings.HasPrefix(b, p) && len(b) > len(p) {
-			return nil
-		}
-	}
-	return cmdutil.FlagErrorf("--builder must be docker or an address like tcp://<host>:<port>, not %q", b)
+	return nil
 }
 
 // run selects (or prompts for) a context and makes it current.

@@ -24,7 +24,7 @@ type cli struct {
 
 func newCLI(t *testing.T, e *contexttest.Env) *cli {
 	ios, _, out, errOut := iostreams.Test()
-	f := &cmdutil.Factory{IOStreams: ios, Getenv: e.Getenv, Target: (&contexts.Resolver{Getenv: e.Getenv}).Resolve}
+	f := &cmdutil.Factory{IOStreams: ios, Getenv: e.Getenv, Target: cmdutil.TargetFunc(&contexts.Resolver{Getenv: e.Getenv})}
 	return &cli{t: t, f: f, out: out, errOut: errOut}
 }
 

@@ -44,7 +44,7 @@ func newHarness(t *testing.T) *harness {
 	env := map[string]string{"DEVTOOL_HOME": home, "KUBECONFIG": kubeconfig}
 	ios, in, out, errOut := iostreams.Test()
 	getenv := func(k string) string { return env[k] }
-	f := &cmdutil.Factory{IOStreams: ios, Getenv: getenv, Target: (&contexts.Resolver{Getenv: getenv}).Resolve}
+	f := &cmdutil.Factory{IOStreams: ios, Getenv: getenv, Target: cmdutil.TargetFunc(&contexts.Resolver{Getenv: getenv})}
 	return &harness{f: f, in: in, out: out, errOut: errOut, home: home, kubeconfig: kubeconfig}
 }
 

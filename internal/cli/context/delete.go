@@ -61,7 +61,7 @@ func runDelete(opts *DeleteOptions) error {
 		return nil
 	}
 	// Say where commands run now: with no devtool context current, the kubeconfig decides.
-	sel, err := r.Select(cmdutil.KubeFlags{})
+	sel, err := r.Select(contexts.Flags{})
 	if err != nil {
 		fmt.Fprintf(opts.ErrOut, "It was the current context; no context is current now (%v).\n"+
 			"Choose one with 'devtool context use <name>'.\n", err)

@@ -52,7 +52,7 @@ The token is replaced by the word "` + Redacted + `".`,
 }
 
 func runShow(opts *ShowOptions) error {
-	sel, err := (&contexts.Resolver{Getenv: opts.Getenv}).Select(opts.Flags)
+	sel, err := (&contexts.Resolver{Getenv: opts.Getenv}).Select(opts.Flags.Flags())
 	if err != nil {
 		return err
 	}

@@ -1,19 +1,19 @@
-// Package deploy implements `devtool deploy` for Compose environments.
+// Package deploy implements `devtool deploy`: flags to an environment.Deployer.
 package deploy
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/devtool/devtool/internal/build"
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/composeenv"
 	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
 	"github.com/devtool/devtool/internal/translate"
 )
@@ -26,8 +26,7 @@ type Options struct {
 	Environ map[string]string
 
 	Kube    cmdutil.KubeFlags
-	File    string
-	Name    string
+	Env     cmdutil.EnvFlags
 	Wait    bool
 	Timeout time.Duration
 	DryRun  bool
@@ -36,6 +35,8 @@ type Options struct {
 	NoBash  bool
 	// Dependencies deploys the manifest's dependencies even when they are already deployed.
 	Dependencies bool
+	// AllowOutsideVolumes copies host volumes from outside the project folder into images.
+	AllowOutsideVolumes bool
 
 	Getenv func(string) string
 	Logger *slog.Logger
@@ -75,8 +76,7 @@ apply, in depends_on order. Objects that left the file are removed; volumes are 
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file (default: devtool.yml, then compose.yaml, compose.yml, docker-compose.yaml or docker-compose.yml)")
-	cmd.Flags().StringVar(&opts.Name, "name", "", "environment name (default: the file's name key, else the repository or folder name)")
+	opts.Env.AddFlags(cmd, "")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "wait until every service is ready")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long to wait for the deploy")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the objects as YAML and change nothing")
@@ -84,90 +84,87 @@ apply, in depends_on order. Objects that left the file are removed; volumes are 
 	cmd.Flags().StringArrayVar(&opts.Vars, "var", nil, "a variable NAME=value for the deploy commands (repeatable)")
 	cmd.Flags().BoolVar(&opts.NoBash, "no-bash", false, "run the deploy commands with sh -c instead of bash -c")
 	cmd.Flags().BoolVar(&opts.Dependencies, "dependencies", false, "deploy the dependencies even when they are already deployed")
+	cmd.Flags().BoolVar(&opts.AllowOutsideVolumes, strings.TrimPrefix(composeenv.OutsideVolumeFlag, "--"), false, "copy host volumes from outside the project folder into the deployed images (they are pushed to the registry)")
 	return cmd
 }
 
-func run(ctx context.Context, opts *Options) error {
-	if m, err := deploy.LoadManifest(opts.WorkDir, opts.File, opts.Environ); err != nil {
-		return err
-	} else if m != nil {
-		vars, _ := parseVars(opts.Vars)
-		return runManifest(ctx, opts, m, vars, map[string]bool{})
+// parseVars checks every --var and returns them as a map (a later one wins).
+func parseVars(list []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range list {
+		name, value, err := deploy.ParseVar(v)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = value
 	}
-	return runCompose(ctx, opts)
+	return out, nil
 }
 
-func runCompose(ctx context.Context, opts *Options) error {
-	env, err := composeenv.Load(composeenv.Options{WorkDir: opts.WorkDir, File: opts.File, Name: opts.Name, Environ: opts.Environ})
+func run(ctx context.Context, opts *Options) error {
+	env, err := environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
 	if err != nil {
 		return err
 	}
-	for _, w := range env.Project.Warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
+	if opts.DryRun && !env.IsCompose() {
+		return cmdutil.FlagErrorf("--dry-run works only for Compose environments: a devtool.yml runs commands")
 	}
-
-	target, err := opts.Target(opts.Kube)
+	target, err := dryRunTarget(opts)
 	if err != nil {
-		if !opts.DryRun {
-			return err
-		}
-		// A dry run needs no cluster: fall back to the flag's namespace.
-		target = &cmdutil.Target{Namespace: opts.Kube.Namespace, ClusterDomain: opts.Environ["DEVTOOL_CLUSTER_DOMAIN"], Registry: opts.Environ["DEVTOOL_REGISTRY"]}
-		if target.Namespace == "" {
-			target.Namespace = "default"
-		}
+		return err
+	}
+	vars, _ := parseVars(opts.Vars)
+	shell := "bash"
+	if opts.NoBash {
+		shell = "sh"
 	}
 	warn := func(msg string) { fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", msg) }
-	err = env.ResolveImages(ctx, composeenv.ImageOptions{
-		Registry: target.Registry, Namespace: target.Namespace, Force: opts.Build, DryRun: opts.DryRun,
-		Progress: opts.IO.ErrOut, Warn: warn,
-		NewBuilder: func(ctx context.Context) (build.Builder, error) {
-			return build.Select(ctx, build.SelectOptions{IsPlatform: target.IsPlatform, PlatformURL: target.ContextName,
-				ContextBuilder: target.Builder, Getenv: opts.Getenv, Logger: opts.Logger})
-		},
-	})
+	d := &environment.Deployer{
+		Env: env, Target: target, Environ: opts.Environ, Getenv: opts.Getenv, Logger: opts.Logger,
+		Wait: opts.Wait, Timeout: opts.Timeout, Force: opts.Build, DryRun: opts.DryRun, Vars: vars, Shell: shell,
+		Dependencies: opts.Dependencies, AllowOutsideVolumes: opts.AllowOutsideVolumes, Out: opts.IO.ErrOut, Warn: warn,
+		Progress: func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },
+	}
+	var sp *iostreams.Spinner
+	if env.IsCompose() && !opts.DryRun {
+		sp = opts.IO.StartSpinner(fmt.Sprintf("Deploying %s to namespace %s", env.Name, target.Namespace))
+		d.Progress = sp.Update
+	}
+	res, err := d.Deploy(ctx)
+	if sp != nil {
+		sp.Stop()
+	}
 	if err != nil {
 		return err
-	}
-	res, err := translate.Translate(env.Project, translate.Options{Name: env.Name, Namespace: target.Namespace, ClusterDomain: target.ClusterDomain})
-	if err != nil {
-		return err
-	}
-	for _, w := range res.Warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
 	}
 	if opts.DryRun {
-		out, err := translate.ToYAML(res.Objects)
+		out, err := translate.ToYAML(res.Objects.Objects)
 		if err != nil {
 			return err
 		}
 		_, err = opts.IO.Out.Write(out)
 		return err
 	}
-
-	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-	defer cancel()
-	sp := opts.IO.StartSpinner(fmt.Sprintf("Deploying %s to namespace %s", env.Name, target.Namespace))
-	d := &deploy.ComposeDeploy{
-		Client: target.Kube, Namespace: target.Namespace, Name: env.Name, Result: res,
-		Manifest: string(env.Raw), ManifestFile: env.File, Wait: opts.Wait, Progress: sp.Update,
-	}
-	err = d.Run(ctx)
-	sp.Stop()
-	if err != nil {
-		return fmt.Errorf("deploying %s: %w", env.Name, err)
-	}
 	fmt.Fprintf(opts.IO.ErrOut, "Environment %s deployed to namespace %s\n", env.Name, target.Namespace)
-	return printEndpoints(opts.IO.Out, res.Endpoints)
-}
-
-func printEndpoints(w io.Writer, eps []translate.Endpoint) error {
-	for _, e := range eps {
-		if e.URL != "" {
-			if _, err := fmt.Fprintln(w, e.URL); err != nil {
-				return err
-			}
+	for _, u := range res.URLs {
+		if _, err := fmt.Fprintln(opts.IO.Out, u); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// dryRunTarget resolves the target. A dry run needs no cluster: when no kubeconfig can be used
+// it renders for the --namespace flag (else "default"), but an explicit --context that does not
+// resolve is always an error.
+func dryRunTarget(opts *Options) (*cmdutil.Target, error) {
+	target, err := opts.Target(opts.Kube)
+	if err == nil || !opts.DryRun || opts.Kube.Context != "" {
+		return target, err
+	}
+	target = &cmdutil.Target{Namespace: opts.Kube.Namespace, ClusterDomain: opts.Environ["DEVTOOL_CLUSTER_DOMAIN"], Registry: opts.Environ["DEVTOOL_REGISTRY"]}
+	if target.Namespace == "" {
+		target.Namespace = "default"
+	}
+	return target, nil
 }

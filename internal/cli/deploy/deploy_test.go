@@ -3,14 +3,11 @@ package deploy
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/devtool/devtool/internal/cmdutil"
-	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/iostreams"
 )
 
@@ -31,7 +28,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.NoBash || !o.Build || !o.Wait || !o.Dependencies || o.Name != "n" || o.File != "d.yml" || o.Kube.Namespace != "ns" || o.Timeout != 5*time.Minute {
+	if !o.NoBash || !o.Build || !o.Wait || !o.Dependencies || o.Env.Name != "n" || len(o.Env.Files) != 1 || o.Env.Files[0] != "d.yml" || o.Kube.Namespace != "ns" || o.Timeout != 5*time.Minute {
 		t.Errorf("options: %+v", o)
 	}
 	vars, err := parseVars(o.Vars)
@@ -47,31 +44,5 @@ func TestReservedVarIsAFlagError(t *testing.T) {
 		if !errors.As(err, &fe) {
 			t.Errorf("--var %s: err %v, want a flag error", v, err)
 		}
-	}
-}
-
-func TestEndpointsOfTheDeploySection(t *testing.T) {
-	dir := t.TempDir()
-	err := os.WriteFile(filepath.Join(dir, "devtool.yml"), []byte(`name: shop
-deploy:
-  commands: [kubectl apply -f k8s]
-  endpoints:
-    shop:
-      - {path: /, service: web, port: 8080}
-`), 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deploy.LoadManifest(dir, "", nil)
-	if err != nil || m == nil {
-		t.Fatalf("load: %v %v", m, err)
-	}
-	ios, _, _, _ := iostreams.Test()
-	res, err := translateDeploySection(context.Background(), &Options{IO: ios}, &cmdutil.Target{Namespace: "dev", ClusterDomain: "example.test"}, m, "shop", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Objects) != 1 || len(res.Endpoints) != 1 || res.Endpoints[0].URL != "https://shop-dev.example.test/" {
-		t.Errorf("objects %d, endpoints %+v", len(res.Objects), res.Endpoints)
 	}
 }

@@ -10,10 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/cmdutil"
-	"github.com/devtool/devtool/internal/composeenv"
-	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
-	"github.com/devtool/devtool/internal/manifest"
 )
 
 // Options are the inputs of `devtool destroy`.
@@ -24,8 +22,7 @@ type Options struct {
 	Environ map[string]string
 
 	Kube    cmdutil.KubeFlags
-	File    string
-	Name    string
+	Env     cmdutil.EnvFlags
 	Volumes bool
 	Wait    bool
 	All     bool
@@ -50,7 +47,7 @@ deleted only with --volumes.`,
   devtool destroy --all --namespace dev`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.All && opts.Name != "" {
+			if opts.All && opts.Env.Name != "" {
 				return cmdutil.FlagErrorf("--all and --name cannot be used together")
 			}
 			if opts.Timeout <= 0 {
@@ -63,8 +60,7 @@ deleted only with --volumes.`,
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file, used to find the environment name and the destroy commands")
-	cmd.Flags().StringVar(&opts.Name, "name", "", "environment name (default: the file's name key, else the repository or folder name)")
+	opts.Env.AddFlags(cmd, "path to the devtool.yml or Compose file, used to find the environment name and the destroy commands")
 	cmd.Flags().BoolVar(&opts.Volumes, "volumes", false, "also delete the environment's volumes (PVCs)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "wait until the deleted objects are gone")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "destroy every environment in the namespace")
@@ -74,81 +70,44 @@ deleted only with --volumes.`,
 }
 
 func run(ctx context.Context, opts *Options) error {
+	eo := opts.Env.Options(opts.WorkDir, opts.Environ)
+	eo.AllowMissing = true
+	env, err := environment.Load(eo)
+	if err != nil {
+		return err
+	}
 	target, err := opts.Target(opts.Kube)
 	if err != nil {
 		return err
 	}
-	m, err := deploy.LoadManifest(opts.WorkDir, opts.File, opts.Environ)
-	if err != nil && (opts.Name == "" || opts.File != "") {
+	shell := "bash"
+	if opts.NoBash {
+		shell = "sh"
+	}
+	d := &environment.Deployer{
+		Env: env, Target: target, Environ: opts.Environ, Logger: opts.Logger,
+		Wait: opts.Wait, Timeout: opts.Timeout, Volumes: opts.Volumes, Shell: shell, Out: opts.IO.ErrOut,
+		Progress: func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },
+		Warn:     func(s string) { fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", s) },
+	}
+	if opts.All {
+		names, err := d.DestroyAll(ctx)
+		for _, n := range names {
+			fmt.Fprintf(opts.IO.ErrOut, "Environment %s destroyed in namespace %s\n", n, target.Namespace)
+		}
+		if err == nil && len(names) == 0 {
+			fmt.Fprintf(opts.IO.ErrOut, "No environment is deployed in namespace %s\n", target.Namespace)
+		}
 		return err
 	}
-	var names []string
-	if opts.All {
-		states, err := (&deploy.StateStore{Clientset: target.Kube.Clientset, Namespace: target.Namespace}).List(ctx)
-		if err != nil {
-			return err
-		}
-		for _, s := range states {
-			names = append(names, s.Name)
-		}
-		if len(names) == 0 {
-			fmt.Fprintf(opts.IO.ErrOut, "No environment is deployed in namespace %s\n", target.Namespace)
-			return nil
-		}
-	} else if m != nil {
-		names = []string{deploy.EnvironmentName(opts.Name, m.Name, m.Dir)}
-	} else {
-		n, err := composeenv.NameOnly(composeenv.Options{WorkDir: opts.WorkDir, File: opts.File, Name: opts.Name, Environ: opts.Environ})
-		if err != nil {
-			return err
-		}
-		names = []string{n}
-	}
-	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-	defer cancel()
-	for _, n := range names {
-		if err := destroyOne(ctx, opts, target, m, n); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// destroyOne holds the environment's lock while it runs the manifest's destroy commands (when the
-// manifest names this environment), then deletes what is labelled for it, then its state.
-func destroyOne(ctx context.Context, opts *Options, target *cmdutil.Target, m *manifest.Manifest, n string) error {
-	lock, err := deploy.AcquireLock(ctx, target.Kube.Clientset, target.Namespace, n, deploy.LockHolder())
+	res, err := d.Destroy(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = lock.Release(ctx) }()
-	if m != nil && len(m.Destroy) > 0 && deploy.EnvironmentName(opts.Name, m.Name, m.Dir) == n {
-		shell := "bash"
-		if opts.NoBash {
-			shell = "sh"
-		}
-		branch, commit := deploy.GitInfo(m.Dir)
-		fmt.Fprintf(opts.IO.ErrOut, "Running the destroy commands of %s\n", n)
-		err := deploy.RunManifestCommands(ctx, deploy.CommandsRun{
-			Client: target.Kube, Namespace: target.Namespace, Name: n, Shell: shell, Dir: m.Dir,
-			Out: opts.IO.ErrOut, Logger: opts.Logger,
-			Env: deploy.CommandEnv{Environ: opts.Environ, DotEnv: m.DotEnv, Namespace: target.Namespace,
-				Context: target.ContextName, Name: n, Registry: target.Registry, GitBranch: branch, GitCommit: commit,
-				BuildkitHost: opts.Environ["BUILDKIT_HOST"]},
-		}, m.Destroy)
-		if err != nil {
-			return fmt.Errorf("destroying %s: %w", n, err)
-		}
+	if res.Nothing {
+		fmt.Fprintf(opts.IO.ErrOut, "Nothing to destroy for %s in namespace %s\n", env.Name, target.Namespace)
+		return nil
 	}
-	{
-		sp := opts.IO.StartSpinner(fmt.Sprintf("Destroying %s in namespace %s", n, target.Namespace))
-		d := &deploy.Destroy{Client: target.Kube, Namespace: target.Namespace, Name: n, Volumes: opts.Volumes, Wait: opts.Wait, Progress: sp.Update}
-		err := d.Run(ctx)
-		sp.Stop()
-		if err != nil {
-			return fmt.Errorf("destroying %s: %w", n, err)
-		}
-		fmt.Fprintf(opts.IO.ErrOut, "Environment %s destroyed in namespace %s\n", n, target.Namespace)
-	}
+	fmt.Fprintf(opts.IO.ErrOut, "Environment %s destroyed in namespace %s\n", env.Name, target.Namespace)
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/cmdutil"
-	"github.com/devtool/devtool/internal/composeenv"
 	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
 )
 
@@ -24,8 +24,7 @@ type Options struct {
 	Environ map[string]string
 
 	Kube   cmdutil.KubeFlags
-	File   string
-	Name   string
+	Env    cmdutil.EnvFlags
 	Output string
 }
 
@@ -49,15 +48,14 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the Compose file, used to find the environment name")
-	cmd.Flags().StringVar(&opts.Name, "name", "", "environment name (default: the file's name key, else the repository or folder name)")
+	opts.Env.AddFlags(cmd, "path to the devtool.yml or Compose file, used to find the environment name")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "output format: json or md (default: a table)")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"json", "md"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func run(ctx context.Context, opts *Options) error {
-	name, err := environmentName(composeenv.Options{WorkDir: opts.WorkDir, File: opts.File, Name: opts.Name, Environ: opts.Environ})
+	name, err := environment.Identify(opts.Env.Options(opts.WorkDir, opts.Environ))
 	if err != nil {
 		return err
 	}
@@ -116,12 +114,4 @@ func write(w io.Writer, format, env string, eps []deploy.PublicEndpoint) error {
 		}
 		return tw.Flush()
 	}
-}
-
-// environmentName is the name of the folder's devtool.yml environment, else of its Compose file.
-func environmentName(o composeenv.Options) (string, error) {
-	if n, ok := deploy.ManifestEnvironmentName(o.WorkDir, o.File, o.Name, o.Environ); ok {
-		return n, nil
-	}
-	return composeenv.NameOnly(o)
 }

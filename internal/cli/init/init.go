@@ -88,6 +88,12 @@ for each container port. Without a terminal, name it with --workload.`,
 }
 
 func run(ctx context.Context, opts *Options) error {
+	if (opts.Kube.Context != "" || opts.Kube.Namespace != "") && !opts.V1 {
+		// Only --v1 reads the cluster, but explicit flags are never ignored: they must resolve.
+		if _, err := opts.Target(opts.Kube); err != nil {
+			return err
+		}
+	}
 	path := opts.File
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(opts.WorkDir, path)

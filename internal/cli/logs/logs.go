@@ -10,8 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/cmdutil"
-	"github.com/devtool/devtool/internal/composeenv"
-	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
 	"github.com/devtool/devtool/internal/logs"
 )
@@ -25,8 +24,7 @@ type Options struct {
 	Environ map[string]string
 
 	Kube       cmdutil.KubeFlags
-	File       string
-	Name       string
+	Env        cmdutil.EnvFlags
 	All        bool
 	Service    string // the serviceName argument
 	Exclude    string
@@ -72,7 +70,7 @@ StatefulSet, DaemonSet or Job, else the pod's own name.`,
 			if opts.Since < 0 {
 				return cmdutil.FlagErrorf("--since must not be negative, not %s", opts.Since)
 			}
-			if opts.All && opts.Name != "" {
+			if opts.All && opts.Env.Name != "" {
 				return cmdutil.FlagErrorf("--all and --name cannot be used together")
 			}
 			if runF != nil {
@@ -82,8 +80,7 @@ StatefulSet, DaemonSet or Job, else the pod's own name.`,
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the Compose file, used to find the environment name")
-	cmd.Flags().StringVar(&opts.Name, "name", "", "environment name (default: the file's name key, else the repository or folder name)")
+	opts.Env.AddFlags(cmd, "path to the devtool.yml or Compose file, used to find the environment name")
 	cmd.Flags().BoolVar(&opts.All, "all", false, "stream the logs of every pod in the namespace, not only the environment's")
 	cmd.Flags().StringVar(&opts.Exclude, "exclude", "", "regular expression of services to leave out (matched as a prefix, like serviceName)")
 	cmd.Flags().DurationVar(&opts.Since, "since", 48*time.Hour, "only lines newer than this duration (0 for no limit)")
@@ -95,7 +92,7 @@ StatefulSet, DaemonSet or Job, else the pod's own name.`,
 func run(ctx context.Context, opts *Options) error {
 	env := ""
 	if !opts.All {
-		name, err := environmentName(composeenv.Options{WorkDir: opts.WorkDir, File: opts.File, Name: opts.Name, Environ: opts.Environ})
+		name, err := environment.Identify(opts.Env.Options(opts.WorkDir, opts.Environ))
 		if err != nil {
 			return err
 		}
@@ -127,12 +124,4 @@ func run(ctx context.Context, opts *Options) error {
 // formatter colours prefixes only when stdout is a terminal and NO_COLOR is unset (IOStreams decides).
 func formatter(opts *Options) logs.TextFormatter {
 	return logs.TextFormatter{Color: opts.IO.ColorEnabled(), Timestamps: opts.Timestamps}
-}
-
-// environmentName is the name of the folder's devtool.yml environment, else of its Compose file.
-func environmentName(o composeenv.Options) (string, error) {
-	if n, ok := deploy.ManifestEnvironmentName(o.WorkDir, o.File, o.Name, o.Environ); ok {
-		return n, nil
-	}
-	return composeenv.NameOnly(o)
 }

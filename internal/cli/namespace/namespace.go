@@ -93,7 +93,7 @@ func run(ctx context.Context, opts *Options) error {
 		return cmdutil.FlagErrorf("no terminal to choose a namespace on: give it, as in 'devtool namespace use <name>'")
 	}
 	// The namespace flag is left empty: the check below is about opts.Name, not the current one.
-	t, err := r.Resolve(cmdutil.KubeFlags{Context: opts.Context})
+	t, err := r.Resolve(contexts.Flags{Context: opts.Context})
 	if err != nil {
 		return err
 	}

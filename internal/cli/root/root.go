@@ -3,6 +3,8 @@
 package root
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -29,6 +31,24 @@ import (
 	"github.com/devtool/devtool/internal/cmdutil"
 )
 
+// annotationStarted marks the root once the command line was accepted: cobra checks flags,
+// the command name and the argument count before the persistent pre-run hook.
+const annotationStarted = "devtool.started"
+
+// Execute runs the command tree. Errors cobra returns before a command starts (unknown command,
+// wrong number of arguments, bad flags) become usage errors (exit 2).
+func Execute(ctx context.Context, cmd *cobra.Command) error {
+	err := cmd.ExecuteContext(ctx)
+	if err == nil || cmd.Annotations[annotationStarted] != "" {
+		return err
+	}
+	var fe *cmdutil.FlagError
+	if errors.As(err, &fe) {
+		return err
+	}
+	return &cmdutil.FlagError{Err: err}
+}
+
 // LogLevels are the values of --loglevel, lowest first.
 var logLevels = map[string]slog.Level{
 	"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
@@ -43,9 +63,11 @@ func NewCmd(f *cmdutil.Factory, levelVar *slog.LevelVar) *cobra.Command {
 		Long: `devtool deploys Compose files and devtool.yml manifests to Kubernetes, builds and pushes
 their images, streams their logs, and manages the contexts and namespaces its commands run in.`,
 		Version:       buildinfo.Get().Version,
+		Annotations:   map[string]string{},
 		SilenceErrors: true, // main prints errors, once
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.Root().Annotations[annotationStarted] = "true"
 			lvl, ok := logLevels[strings.ToLower(logLevel)]
 			if !ok {
 				return cmdutil.FlagErrorf("--loglevel must be one of debug, info, warn, error (got %q)", logLevel)

@@ -1,0 +1,483 @@
+package environment
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/devtool/devtool/internal/build"
+	"github.com/devtool/devtool/internal/compose"
+	"github.com/devtool/devtool/internal/composeenv"
+	"github.com/devtool/devtool/internal/contexts"
+	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/manifest"
+	"github.com/devtool/devtool/internal/translate"
+)
+
+// Deployer deploys and destroys one environment on one target. It never prints: command output
+// goes to Out, steps to Progress and warnings to Warn, all supplied by the caller.
+type Deployer struct {
+	Env    *Environment
+	Target *contexts.Target
+
+	Environ map[string]string   // the shell environment (commands, interpolation)
+	Getenv  func(string) string // for the builder selection
+	Logger  *slog.Logger
+
+	Wait         bool
+	Timeout      time.Duration // 0: no deadline beyond ctx
+	Force        bool          // deploy --build: rebuild every image with a build section
+	DryRun       bool          // Compose environments only: translate, change nothing (Result.Objects)
+	Vars         map[string]string
+	Shell        string // "bash" (default) or "sh"
+	Dependencies bool   // deploy dependencies even when already deployed
+	Volumes      bool   // destroy: also PVCs
+	// AllowOutsideVolumes lets host volumes from outside the project folder be baked into images.
+	AllowOutsideVolumes bool
+
+	// NewBuilder picks the builder the first time something is built; nil uses build.Select.
+	NewBuilder func(context.Context) (build.Builder, error)
+	// Out receives the deploy commands' output and build progress, live.
+	Out io.Writer
+	// Progress receives one line per step; Warn what the user should know.
+	Progress func(string)
+	Warn     func(string)
+
+	seen map[string]bool // environments deployed in this run (dependency cycles stop)
+}
+
+// DeployResult is what a deploy produced.
+type DeployResult struct {
+	// Objects are the translated objects (a dry run prints them).
+	Objects *translate.Result
+	// URLs are the public endpoints, in order.
+	URLs []string
+}
+
+// DestroyResult says what destroy found.
+type DestroyResult struct {
+	// Nothing is true when the environment had no state and no objects: nothing was done.
+	Nothing bool
+}
+
+func (d *Deployer) defaults() {
+	if d.Out == nil {
+		d.Out = io.Discard
+	}
+	if d.Progress == nil {
+		d.Progress = func(string) {}
+	}
+	if d.Warn == nil {
+		d.Warn = func(string) {}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Shell == "" {
+		d.Shell = "bash"
+	}
+	if d.seen == nil {
+		d.seen = map[string]bool{}
+	}
+	if d.NewBuilder == nil {
+		t := d.Target
+		d.NewBuilder = func(ctx context.Context) (build.Builder, error) {
+			return build.Select(ctx, build.SelectOptions{IsPlatform: t.IsPlatform, PlatformURL: t.ContextName,
+				ContextBuilder: t.Builder, Getenv: d.Getenv, Logger: d.Logger})
+		}
+	}
+}
+
+// Deploy deploys the environment: a Compose file is translated and applied in depends_on order;
+// a devtool.yml deploys its dependencies, builds its build section, runs its commands behind the
+// labelling proxy and applies deploy.compose and deploy.endpoints, under the environment's lock.
+func (d *Deployer) Deploy(ctx context.Context) (*DeployResult, error) {
+	d.defaults()
+	if !d.Env.Found() {
+		return nil, fmt.Errorf("no devtool.yml or Compose file in %s", d.Env.Dir)
+	}
+	for _, w := range d.Env.Warnings {
+		d.Warn(w)
+	}
+	if d.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+	}
+	if d.Env.IsCompose() {
+		return d.deployCompose(ctx)
+	}
+	if d.DryRun {
+		return nil, fmt.Errorf("--dry-run works only for Compose environments: a devtool.yml runs commands")
+	}
+	return d.deployManifest(ctx)
+}
+
+func (d *Deployer) deployCompose(ctx context.Context) (*DeployResult, error) {
+	env, t := d.Env.Compose, d.Target
+	err := env.ResolveImages(ctx, composeenv.ImageOptions{
+		Registry: t.Registry, Namespace: t.Namespace, Force: d.Force, DryRun: d.DryRun,
+		Progress: d.Out, Warn: d.Warn, NewBuilder: d.NewBuilder, AllowOutside: d.AllowOutsideVolumes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	res, err := translate.Translate(env.Project, translate.Options{Name: d.Env.Name, Namespace: t.Namespace, ClusterDomain: t.ClusterDomain})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range res.Warnings {
+		d.Warn(w)
+	}
+	out := &DeployResult{Objects: res}
+	for _, e := range res.Endpoints {
+		if e.URL != "" {
+			out.URLs = append(out.URLs, e.URL)
+		}
+	}
+	if d.DryRun {
+		return out, nil
+	}
+	cd := &deploy.ComposeDeploy{
+		Client: t.Kube, Namespace: t.Namespace, Name: d.Env.Name, Result: res,
+		Manifest: string(env.Raw), ManifestFile: env.File, Wait: d.Wait, Progress: d.Progress,
+	}
+	if err := cd.Run(ctx); err != nil {
+		return nil, fmt.Errorf("deploying %s: %w", d.Env.Name, err)
+	}
+	return out, nil
+}
+
+func (d *Deployer) deployManifest(ctx context.Context) (*DeployResult, error) {
+	m, t, name := d.Env.Manifest, d.Target, d.Env.Name
+	d.seen[name] = true
+	lock, err := deploy.AcquireLock(ctx, t.Kube.Clientset, t.Namespace, name, deploy.LockHolder())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = lock.Release(ctx) }()
+
+	if err := d.deployDependencies(ctx); err != nil {
+		return nil, err
+	}
+	images := map[string]deploy.BuiltImage{}
+	if len(m.Build) > 0 {
+		res, err := build.EnsureImages(ctx, build.EnsureOptions{
+			NewBuilder: d.NewBuilder, Registry: t.Registry, Namespace: t.Namespace, Name: name,
+			Force: d.Force, OnlyMissing: !d.Force, Progress: d.Out, ProgressMode: "auto",
+		}, BuildImages(m.Build))
+		if err != nil {
+			return nil, fmt.Errorf("building images: %w", err)
+		}
+		for svc, r := range res {
+			images[svc] = deploy.BuiltImage{Ref: r.Ref, Digest: r.Digest}
+		}
+	}
+	result, err := d.translateDeploySection(ctx, images)
+	if err != nil {
+		return nil, err
+	}
+	branch, commit := deploy.GitInfo(m.Dir)
+	md := &deploy.ManifestDeploy{
+		Client: t.Kube, Namespace: t.Namespace, Name: name, Manifest: m, Shell: d.Shell,
+		Env: deploy.CommandEnv{
+			Environ: d.Environ, DotEnv: m.DotEnv, Vars: d.Vars, Namespace: t.Namespace,
+			Context: t.ContextName, Name: name, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
+			BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images,
+		},
+		Compose: result, Wait: d.Wait, Out: d.Out, Logger: d.Logger, Progress: d.Progress, Warn: d.Warn,
+	}
+	d.Progress(fmt.Sprintf("Deploying %s to namespace %s", name, t.Namespace))
+	if err := md.Run(ctx); err != nil {
+		return nil, fmt.Errorf("deploying %s: %w", name, err)
+	}
+	eps, err := deploy.Endpoints(ctx, t.Kube.Clientset, t.Namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	out := &DeployResult{Objects: result}
+	for _, e := range eps {
+		if e.URL != "" {
+			out.URLs = append(out.URLs, e.URL)
+		}
+	}
+	return out, nil
+}
+
+// BuildImages turns build sections into the builder's list.
+func BuildImages(list []*manifest.BuildService) []build.Image {
+	out := make([]build.Image, 0, len(list))
+	for _, b := range list {
+		out = append(out, build.Image{Service: b.Service, Image: b.Image, Build: b.Build})
+	}
+	return out
+}
+
+// translateDeploySection loads deploy.compose (each file, or its subset of services), resolves
+// their images and translates them with deploy.endpoints into one result, applied (and pruned)
+// as one set. nil when the section has neither.
+func (d *Deployer) translateDeploySection(ctx context.Context, images map[string]deploy.BuiltImage) (*translate.Result, error) {
+	m, t, name := d.Env.Manifest, d.Target, d.Env.Name
+	if len(m.Deploy.Compose) == 0 && len(m.Deploy.Endpoints) == 0 {
+		return nil, nil
+	}
+	merged := &translate.Result{}
+	topts := translate.Options{Name: name, Namespace: t.Namespace, ClusterDomain: t.ClusterDomain}
+	add := func(r *translate.Result) {
+		merged.Objects = append(merged.Objects, r.Objects...)
+		merged.Services = append(merged.Services, r.Services...)
+		merged.Endpoints = append(merged.Endpoints, r.Endpoints...)
+		for _, w := range r.Warnings {
+			d.Warn(w)
+		}
+	}
+	for _, f := range m.Deploy.Compose {
+		env, err := composeenv.Load(composeenv.Options{WorkDir: m.Dir, File: f.File, Name: name, Environ: d.Environ})
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range env.Project.Warnings {
+			d.Warn(w)
+		}
+		if len(f.Services) > 0 {
+			if err := keepServices(env.Project, f.Services); err != nil {
+				return nil, fmt.Errorf("%s: %w", f.File, err)
+			}
+		}
+		for _, s := range env.Project.Services {
+			if img, ok := images[s.Name]; ok { // built from the manifest's build section
+				s.Image, s.Build = img.Ref, nil
+			}
+		}
+		err = env.ResolveImages(ctx, composeenv.ImageOptions{Registry: t.Registry, Namespace: t.Namespace,
+			Force: d.Force, Progress: d.Out, Warn: d.Warn, NewBuilder: d.NewBuilder, AllowOutside: d.AllowOutsideVolumes})
+		if err != nil {
+			return nil, err
+		}
+		r, err := translate.Translate(env.Project, topts)
+		if err != nil {
+			return nil, err
+		}
+		add(r)
+	}
+	if len(m.Deploy.Endpoints) > 0 {
+		if t.ClusterDomain == "" {
+			d.Warn("endpoints have no URL because no cluster domain is configured (set it in the context or in DEVTOOL_CLUSTER_DOMAIN): their Ingresses answer on any host")
+		}
+		objs, eps, err := deploy.EndpointIngresses(name, t.Namespace, t.ClusterDomain, m.Deploy.Endpoints)
+		if err != nil {
+			return nil, err
+		}
+		add(&translate.Result{Objects: objs, Endpoints: eps})
+	}
+	return merged, nil
+}
+
+// keepServices keeps the named services and what they depend on.
+func keepServices(p *compose.Project, names []string) error {
+	keep := map[string]bool{}
+	var visit func(string) error
+	visit = func(n string) error {
+		if keep[n] {
+			return nil
+		}
+		s := p.Service(n)
+		if s == nil {
+			return fmt.Errorf("no service %q", n)
+		}
+		keep[n] = true
+		for _, dep := range s.DependsOn {
+			if err := visit(dep.Service); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, n := range names {
+		if err := visit(n); err != nil {
+			return err
+		}
+	}
+	var out []*compose.Service
+	for _, s := range p.Services {
+		if keep[s.Name] {
+			out = append(out, s)
+		}
+	}
+	p.Services = out
+	return nil
+}
+
+// deployDependencies deploys each dependency not yet deployed in the namespace (all of them with
+// Dependencies): cloned at its branch into a temporary folder and deployed in-process.
+func (d *Deployer) deployDependencies(ctx context.Context) error {
+	t := d.Target
+	states := &deploy.StateStore{Clientset: t.Kube.Clientset, Namespace: t.Namespace}
+	for _, dep := range d.Env.Manifest.Dependencies {
+		name := deploy.SanitizeName(dep.Name)
+		if name == "" {
+			return fmt.Errorf("dependency %q: no valid environment name", dep.Name)
+		}
+		if d.seen[name] {
+			continue
+		}
+		if !d.Dependencies {
+			st, err := states.Get(ctx, name)
+			if err != nil {
+				return err
+			}
+			if st != nil {
+				d.Progress(fmt.Sprintf("Dependency %s is already deployed (status %s)", name, st.Status))
+				continue
+			}
+		}
+		if err := d.deployDependency(ctx, dep, name); err != nil {
+			return fmt.Errorf("dependency %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (d *Deployer) deployDependency(ctx context.Context, dep *manifest.Dependency, name string) error {
+	for _, v := range sortedKeys(dep.Variables) {
+		if _, _, err := deploy.ParseVar(v + "=" + dep.Variables[v]); err != nil {
+			return err
+		}
+	}
+	repo, err := CloneURL(dep.Repository, d.Env.Dir)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "devtool-dep-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, name)
+	args := []string{"clone", "--depth", "1"}
+	if dep.Branch != "" {
+		args = append(args, "--branch", dep.Branch)
+	}
+	args = append(args, "--", repo, dir)
+	d.Progress(fmt.Sprintf("Cloning dependency %s from %s", name, dep.Repository))
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Env = deploy.EnvList(d.Environ)
+	cmd.WaitDelay = time.Second
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("git clone %s: %v\n%s", dep.Repository, err, strings.TrimSpace(string(out)))
+	}
+	manifestFile := dep.Manifest
+	var files []string
+	if manifestFile != "" {
+		p, err := InsideDir(dir, manifestFile)
+		if err != nil {
+			return fmt.Errorf("manifest %q: %w", dep.Manifest, err)
+		}
+		files = []string{p}
+	}
+	env, err := Load(Options{Dir: dir, Files: files, Name: name, Environ: d.Environ})
+	if err != nil {
+		return err
+	}
+	sub := *d
+	sub.Env, sub.Wait, sub.Vars, sub.DryRun = env, dep.Wait, dep.Variables, false
+	sub.Timeout = 0
+	if dep.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, dep.Timeout)
+		defer cancel()
+	}
+	_, err = sub.Deploy(ctx)
+	return err
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Destroy runs the manifest's destroy commands under the environment's lock, then deletes what
+// is labelled for it and its state. An environment with no state and no objects is left alone
+// (DestroyResult.Nothing).
+func (d *Deployer) Destroy(ctx context.Context) (*DestroyResult, error) {
+	d.defaults()
+	if d.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+	}
+	return d.destroyNamed(ctx, d.Env.Name, true)
+}
+
+// DestroyAll destroys every environment with a state record in the target's namespace; the
+// names destroyed are returned.
+func (d *Deployer) DestroyAll(ctx context.Context) ([]string, error) {
+	d.defaults()
+	if d.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+	}
+	states, err := (&deploy.StateStore{Clientset: d.Target.Kube.Clientset, Namespace: d.Target.Namespace}).List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, s := range states {
+		own := d.Env != nil && d.Env.Name == s.Name
+		if _, err := d.destroyNamed(ctx, s.Name, own); err != nil {
+			return names, err
+		}
+		names = append(names, s.Name)
+	}
+	return names, nil
+}
+
+func (d *Deployer) destroyNamed(ctx context.Context, n string, own bool) (*DestroyResult, error) {
+	t := d.Target
+	exists, err := deploy.Exists(ctx, t.Kube, t.Namespace, n)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return &DestroyResult{Nothing: true}, nil
+	}
+	lock, err := deploy.AcquireLock(ctx, t.Kube.Clientset, t.Namespace, n, deploy.LockHolder())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = lock.Release(ctx) }()
+	if m := d.Env.Manifest; own && m != nil && !m.Inferred && len(m.Destroy) > 0 {
+		branch, commit := deploy.GitInfo(m.Dir)
+		d.Progress(fmt.Sprintf("Running the destroy commands of %s", n))
+		err := deploy.RunManifestCommands(ctx, deploy.CommandsRun{
+			Client: t.Kube, Namespace: t.Namespace, Name: n, Shell: d.Shell, Dir: m.Dir,
+			Out: d.Out, Logger: d.Logger, Warn: d.Warn,
+			Env: deploy.CommandEnv{Environ: d.Environ, DotEnv: m.DotEnv, Namespace: t.Namespace,
+				Context: t.ContextName, Name: n, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
+				BuildkitHost: d.Environ["BUILDKIT_HOST"]},
+		}, m.Destroy)
+		if err != nil {
+			return nil, fmt.Errorf("destroying %s: %w", n, err)
+		}
+	}
+	ds := &deploy.Destroy{Client: t.Kube, Namespace: t.Namespace, Name: n, Volumes: d.Volumes, Wait: d.Wait, Progress: d.Progress}
+	if err := ds.Run(ctx); err != nil {
+		return nil, fmt.Errorf("destroying %s: %w", n, err)
+	}
+	return &DestroyResult{}, nil
+}

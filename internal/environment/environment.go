@@ -1,0 +1,147 @@
+// Package environment answers "which environment is this" once for every command: given the
+// folder, --file and --name it loads the devtool.yml or the Compose file and names the
+// environment. deploy, destroy, endpoints, logs and build (and the dev-container commands) call
+// Load; nothing else discovers manifests or names environments.
+package environment
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/devtool/devtool/internal/compose"
+	"github.com/devtool/devtool/internal/composeenv"
+	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/manifest"
+)
+
+// Options are what the user gave: the folder, --file and --name.
+type Options struct {
+	// Dir is the folder the command runs from; relative Files are resolved against it.
+	Dir string
+	// Files is --file (repeatable). Empty: the folder's devtool.yml, else its Compose file.
+	// Several files name one Compose environment (not supported yet: an error says so).
+	Files []string
+	// Name is --name; "" derives it (see Name).
+	Name string
+	// Environ is the shell environment for interpolation.
+	Environ map[string]string
+	// AllowMissing: when the folder has neither a devtool.yml nor a Compose file (and no --file was
+	// given), Load returns an Environment with only Name and Dir set instead of an error. For
+	// commands that act on a deployed environment (destroy, endpoints, logs). A file that exists
+	// but does not load is always an error.
+	AllowMissing bool
+}
+
+// Environment is the loaded environment.
+type Environment struct {
+	// Name is the environment name: --name, else the file's name key, else the repository's name
+	// (its origin remote, else the folder holding .git), else the project folder's name.
+	Name string
+	// Dir is the project folder (the manifest's, or the Compose file's).
+	Dir string
+	// File is the file loaded ("" when nothing was found and AllowMissing was set).
+	File string
+	// Manifest is the devtool.yml; for a Compose environment it is the manifest the Compose file
+	// stands for (Inferred: deploy.compose is that file, build lists its build sections).
+	Manifest *manifest.Manifest
+	// Compose is the loaded Compose environment when the environment is a Compose file.
+	Compose *composeenv.Env
+	// Warnings are what the loaders found worth telling (never fatal).
+	Warnings []string
+}
+
+// IsCompose reports whether the environment is a Compose file (no devtool.yml of its own).
+func (e *Environment) IsCompose() bool { return e.Compose != nil }
+
+// Found reports whether a file was loaded.
+func (e *Environment) Found() bool { return e.File != "" }
+
+// ErrSeveralFiles is returned for several --file until Compose files can be merged.
+var ErrSeveralFiles = errors.New("several --file values are not supported yet: give one devtool.yml or Compose file")
+
+// Load finds and loads the environment's file and names it. Load errors are returned as they
+// are (positioned); nothing falls back to another file when a devtool.yml does not load.
+func Load(o Options) (*Environment, error) {
+	if len(o.Files) > 1 {
+		return nil, ErrSeveralFiles
+	}
+	file := ""
+	if len(o.Files) == 1 {
+		file = o.Files[0]
+		if file == "" {
+			return nil, errors.New("--file is empty")
+		}
+	}
+	if o.Name != "" && deploy.SanitizeName(o.Name) == "" {
+		return nil, fmt.Errorf("--name %q has no character valid in a Kubernetes name", o.Name)
+	}
+	path, isCompose, err := manifest.Find(o.Dir, file)
+	if err != nil {
+		var nf *manifest.NotFoundError
+		if errors.As(err, &nf) && o.AllowMissing && file == "" {
+			return &Environment{Name: Name(o.Name, "", o.Dir), Dir: o.Dir}, nil
+		}
+		return nil, err
+	}
+	if isCompose {
+		return loadCompose(o, path)
+	}
+	m, err := manifest.Load(manifest.LoadOptions{Dir: o.Dir, File: path, Environ: o.Environ})
+	if err != nil {
+		return nil, err
+	}
+	if m.Inferred { // --file named a Compose file
+		return loadCompose(o, m.File)
+	}
+	return &Environment{Name: Name(o.Name, m.Name, m.Dir), Dir: m.Dir, File: m.File, Manifest: m, Warnings: m.Warnings}, nil
+}
+
+func loadCompose(o Options, path string) (*Environment, error) {
+	ce, err := composeenv.Load(composeenv.Options{WorkDir: o.Dir, File: path, Name: o.Name, Environ: o.Environ})
+	if err != nil {
+		return nil, err
+	}
+	m := &manifest.Manifest{File: ce.File, Dir: ce.Dir, Inferred: true, Name: ce.Project.Name, Raw: ce.Raw,
+		Deploy: manifest.Deploy{Compose: []manifest.ComposeFile{{File: ce.File}}}}
+	m.Build = BuildSections(ce.Project)
+	return &Environment{Name: ce.Name, Dir: ce.Dir, File: ce.File, Manifest: m, Compose: ce, Warnings: ce.Project.Warnings}, nil
+}
+
+// BuildSections lists the services of a Compose project that have a build section, in file order.
+func BuildSections(p *compose.Project) []*manifest.BuildService {
+	var out []*manifest.BuildService
+	for _, s := range p.Services {
+		if s.Build != nil {
+			out = append(out, &manifest.BuildService{Service: s.Name, Image: s.Image, Build: s.Build, Pos: s.Pos})
+		}
+	}
+	return out
+}
+
+// Name is the one naming rule: the flag, else the file's name key, else the repository's name
+// (git origin remote, else the folder holding .git), else dir's name; a valid Kubernetes name.
+func Name(flag, declared, dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return deploy.EnvironmentName(flag, declared, dir)
+}
+
+// Identify names the environment for commands that need only its name (endpoints, logs): --name
+// alone reads no file; otherwise the folder's file is loaded (its errors are returned) and a
+// folder without one is named after the repository or the folder.
+func Identify(o Options) (string, error) {
+	if o.Name != "" && len(o.Files) == 0 {
+		if n := deploy.SanitizeName(o.Name); n != "" {
+			return n, nil
+		}
+		return "", fmt.Errorf("--name %q has no character valid in a Kubernetes name", o.Name)
+	}
+	o.AllowMissing = true
+	e, err := Load(o)
+	if err != nil {
+		return "", err
+	}
+	return e.Name, nil
+}

@@ -1,0 +1,133 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/devtool/devtool/internal/contexts"
+	"github.com/devtool/devtool/internal/manifest"
+)
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEndpointsOfTheDeploySection(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "devtool.yml"), `name: shop
+deploy:
+  commands: [kubectl apply -f k8s]
+  endpoints:
+    shop:
+      - {path: /, service: web, port: 8080}
+`)
+	env, err := Load(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Deployer{Env: env, Target: &contexts.Target{Namespace: "dev", ClusterDomain: "example.test"}}
+	d.defaults()
+	res, err := d.translateDeploySection(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 1 || len(res.Endpoints) != 1 || res.Endpoints[0].URL != "https://shop-dev.example.test/" {
+		t.Errorf("objects %d, endpoints %+v", len(res.Objects), res.Endpoints)
+	}
+}
+
+// TestOneNameInARepositorySubfolder: a Compose file or devtool.yml in a subfolder of a git
+// repository is named after the repository (its origin), whichever command asks.
+func TestOneNameInARepositorySubfolder(t *testing.T) {
+	repo := filepath.Join(t.TempDir(), "checkout")
+	write(t, filepath.Join(repo, ".git", "config"), "[remote \"origin\"]\n\turl = https://example.test/team/shop.git\n")
+	sub := filepath.Join(repo, "app")
+	write(t, filepath.Join(sub, "compose.yml"), "services:\n  web:\n    build: .\n")
+	write(t, filepath.Join(sub, "Dockerfile"), "FROM scratch\n")
+	env, err := Load(Options{Dir: sub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Name != "shop" || !env.IsCompose() {
+		t.Fatalf("name %q (compose %v), want shop", env.Name, env.IsCompose())
+	}
+	if len(env.Manifest.Build) != 1 || env.Manifest.Build[0].Service != "web" {
+		t.Fatalf("build sections %+v", env.Manifest.Build)
+	}
+	// --file from the repository root names it the same.
+	env2, err := Load(Options{Dir: repo, Files: []string{"app/compose.yml"}})
+	if err != nil || env2.Name != "shop" {
+		t.Fatalf("--file from the root: %v %v", env2, err)
+	}
+	if env3, err := Load(Options{Dir: sub, Name: "Other_Name"}); err != nil || env3.Name != "other-name" {
+		t.Fatalf("--name: %v %v", env3, err)
+	}
+}
+
+func TestLoadErrorsAreNotHidden(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "devtool.yml"), "deploy:\n  commands: 12\n")
+	write(t, filepath.Join(dir, "compose.yml"), "services:\n  web:\n    image: x\n")
+	for _, o := range []Options{{Dir: dir}, {Dir: dir, AllowMissing: true}, {Dir: dir, Name: "x", AllowMissing: true}} {
+		if _, err := Load(o); err == nil || !strings.Contains(err.Error(), "devtool.yml") {
+			t.Errorf("%+v: err %v, want the devtool.yml error", o, err)
+		}
+	}
+}
+
+func TestMissing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "Empty_Dir")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var nf *manifest.NotFoundError
+	if _, err := Load(Options{Dir: dir}); !errors.As(err, &nf) {
+		t.Fatalf("err %v, want NotFoundError", err)
+	}
+	env, err := Load(Options{Dir: dir, AllowMissing: true})
+	if err != nil || env.Found() || env.Name != "empty-dir" {
+		t.Fatalf("allow missing: %+v %v", env, err)
+	}
+	if _, err := Load(Options{Dir: dir, Files: []string{"nope.yml"}, AllowMissing: true}); err == nil {
+		t.Fatal("a missing --file is an error")
+	}
+	if _, err := Load(Options{Dir: dir, Files: []string{"a.yml", "b.yml"}}); !errors.Is(err, ErrSeveralFiles) {
+		t.Fatalf("several files: %v", err)
+	}
+}
+
+func TestCloneURLAndInsideDir(t *testing.T) {
+	for _, bad := range []string{"--upload-pack=touch /tmp/x", "ext::sh -c touch% /tmp/pwned", "fd::3", "gopher://h/r", ""} {
+		if _, err := CloneURL(bad, "/w"); err == nil {
+			t.Errorf("CloneURL(%q) accepted", bad)
+		}
+	}
+	for in, want := range map[string]string{"https://h/o/r.git": "https://h/o/r.git", "git@h:o/r.git": "git@h:o/r.git", "../dep": "file:///dep", "/srv/r": "file:///srv/r"} {
+		if got, err := CloneURL(in, "/w"); err != nil || got != want {
+			t.Errorf("CloneURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	root := t.TempDir()
+	write(t, filepath.Join(root, "ok", "devtool.yml"), "")
+	if err := os.Symlink("/etc", filepath.Join(root, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := InsideDir(root, "ok/devtool.yml"); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"../x/devtool.yml", "/etc/passwd", "out/passwd", "ok/../../x"} {
+		if _, err := InsideDir(root, bad); err == nil {
+			t.Errorf("InsideDir(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,14 @@
+// Package labels names the labels and annotations that mark what devtool owns. It is a leaf so
+// every package (kube, translate, deploy, dev) uses one definition.
+package labels
+
+const (
+	// DeployedBy names the environment an object belongs to; destroy deletes by it.
+	DeployedBy = "dev.devtool/deployed-by"
+	// ManagedBy is the well-known label; its value is ManagedByValue.
+	ManagedBy      = "app.kubernetes.io/managed-by"
+	ManagedByValue = "devtool"
+	// Policy annotation: PolicyKeep makes destroy leave the object alone.
+	Policy     = "dev.devtool/policy"
+	PolicyKeep = "keep"
+)
