@@ -25,6 +25,7 @@ func TestBadInput(t *testing.T) {
 		cancel  bool   // cancel the context right after starting
 		wantErr string // "" means success
 		wantOut string // expected in stderr
+		stdout  string // expected in stdout
 		code    int
 	}
 	cases := []tc{
@@ -40,10 +41,15 @@ func TestBadInput(t *testing.T) {
 			files:   map[string]string{"compose.yml": "services:\n  web:\n    image: busybox\n    volumes: [\"./src:/app\"]\n", "src/a": "x"},
 			args:    []string{"deploy", "--dry-run", "-n", "dev"},
 			wantOut: "host folder"},
-		{name: "several --file refused clearly",
-			files:   map[string]string{"a.yml": "services: {}\n", "b.yml": "services: {}\n"},
-			args:    []string{"deploy", "--dry-run", "-f", "a.yml", "-f", "b.yml"},
-			wantErr: "several --file", code: cmdutil.ExitError},
+		{name: "several --file merge in order (the second file's image wins)",
+			files: map[string]string{"a.yml": "services:\n  web:\n    image: busybox:one\n",
+				"b.yml": "services:\n  web:\n    image: busybox:two\n"},
+			args:   []string{"deploy", "--dry-run", "-n", "dev", "-f", "a.yml", "-f", "b.yml"},
+			stdout: "image: busybox:two"},
+		{name: "a devtool.yml among several --file refused clearly",
+			files:   map[string]string{"a.yml": "services: {}\n", "devtool.yml": "deploy: [echo]\n"},
+			args:    []string{"deploy", "--dry-run", "-f", "a.yml", "-f", "devtool.yml"},
+			wantErr: "merge Compose files only", code: cmdutil.ExitError},
 		{name: "a broken devtool.yml is not hidden by a Compose file",
 			files:   map[string]string{"devtool.yml": "deploy:\n  commands: 12\n", "compose.yml": "services:\n  web:\n    image: x\n"},
 			args:    []string{"endpoints", "-n", "dev"},
@@ -65,7 +71,7 @@ func TestBadInput(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ios, _, _, errOut := iostreams.Test()
+			ios, _, stdout, errOut := iostreams.Test()
 			env := map[string]string{"HOME": t.TempDir(), "DEVTOOL_REGISTRY": "127.0.0.1:1", "KUBECONFIG": filepath.Join(dir, "none")}
 			f := &cmdutil.Factory{IOStreams: ios, Logger: slog.New(slog.DiscardHandler), Getenv: func(k string) string { return env[k] },
 				Environ: []string{"DEVTOOL_REGISTRY=127.0.0.1:1"}, WorkDir: dir,
@@ -100,6 +106,9 @@ func TestBadInput(t *testing.T) {
 			}
 			if c.wantOut != "" && !strings.Contains(errOut.String(), c.wantOut) {
 				t.Errorf("stderr lacks %q:\n%s", c.wantOut, errOut)
+			}
+			if c.stdout != "" && !strings.Contains(stdout.String(), c.stdout) {
+				t.Errorf("stdout lacks %q:\n%s", c.stdout, stdout)
 			}
 		})
 	}

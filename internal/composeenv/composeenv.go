@@ -3,6 +3,7 @@
 package composeenv
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"github.com/devtool/devtool/internal/compose"
@@ -11,41 +12,58 @@ import (
 
 // Options say where to look and what the user passed.
 type Options struct {
-	WorkDir string            // the folder commands run from
-	File    string            // --file; "" searches WorkDir
+	WorkDir string // the folder commands run from
+	File    string // --file; "" searches WorkDir
+	// Files are several Compose files merged in order (--file repeated); when set, File is
+	// ignored. With neither, the folder's Compose file is found and its override file
+	// (compose.override.yaml and the like) is merged into it, as Docker Compose does.
+	Files   []string
 	Name    string            // --name
 	Environ map[string]string // the shell environment
 }
 
 // Env is a loaded Compose environment.
 type Env struct {
-	File    string // absolute path of the compose file
-	Dir     string // its folder
-	Name    string // environment name
+	File    string   // absolute path of the (first) compose file
+	Files   []string // every file merged, in order (File first)
+	Dir     string   // its folder
+	Name    string   // environment name
 	Project *compose.Project
 	Raw     []byte
 }
 
-// Load finds and loads the compose file and names the environment.
+// Load finds and loads the compose file(s) and names the environment. File (and Dir) name the
+// first file: relative paths in every file resolve against its folder, as in Docker Compose.
 func Load(o Options) (*Env, error) {
-	file := o.File
-	if file == "" {
-		f, err := compose.FindFile(o.WorkDir)
+	files := o.Files
+	if len(files) == 0 && o.File != "" {
+		files = []string{o.File}
+	}
+	if len(files) == 0 {
+		found, err := compose.FindFiles(o.WorkDir)
 		if err != nil {
 			return nil, err
 		}
-		file = f
-	} else if !filepath.IsAbs(file) {
-		file = filepath.Join(o.WorkDir, file)
+		files = found
 	}
-	p, err := compose.Load(compose.LoadOptions{File: file, Environ: o.Environ})
+	abs := make([]string, len(files))
+	for i, f := range files {
+		if f == "" {
+			return nil, fmt.Errorf("--file is empty")
+		}
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(o.WorkDir, f)
+		}
+		abs[i] = f
+	}
+	p, err := compose.Load(compose.LoadOptions{File: abs[0], Files: abs, Environ: o.Environ})
 	if err != nil {
 		return nil, err
 	}
-	raw, err := readFile(file)
+	raw, err := readFile(abs[0])
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(file)
-	return &Env{File: file, Dir: dir, Name: deploy.EnvironmentName(o.Name, p.Name, dir), Project: p, Raw: raw}, nil
+	dir := filepath.Dir(abs[0])
+	return &Env{File: abs[0], Files: abs, Dir: dir, Name: deploy.EnvironmentName(o.Name, p.Name, dir), Project: p, Raw: raw}, nil
 }

@@ -291,7 +291,10 @@ func (d *ComposeDeploy) applyOne(ctx context.Context, objs *kube.Objects, u *uns
 }
 
 // managedKinds are the kinds translation creates: prune looks only at these.
-var managedKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "Job": true, "Service": true, "PersistentVolumeClaim": true, "Ingress": true}
+// Secret and ConfigMap come from Compose secrets and configs. The state ConfigMap is never
+// selected: it has no deployed-by label.
+var managedKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "Job": true, "Service": true,
+	"PersistentVolumeClaim": true, "Ingress": true, "Secret": true, "ConfigMap": true}
 
 // prune deletes objects of this environment that translation created before and no longer does.
 // Only objects with both devtool labels qualify, so objects created by the user's own deploy

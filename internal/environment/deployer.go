@@ -239,7 +239,7 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 		}
 	}
 	for _, f := range m.Deploy.Compose {
-		env, err := composeenv.Load(composeenv.Options{WorkDir: m.Dir, File: f.File, Name: name, Environ: d.Environ})
+		env, err := composeenv.Load(composeenv.Options{WorkDir: m.Dir, Files: f.Files(), Name: name, Environ: d.Environ})
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +261,7 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 		if err != nil {
 			return nil, err
 		}
-		r, err := translate.Translate(env.Project, topts)
+		r, err := translate.TranslateContext(ctx, env.Project, topts)
 		if err != nil {
 			return nil, err
 		}

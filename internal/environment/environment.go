@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/devtool/devtool/internal/compose"
 	"github.com/devtool/devtool/internal/composeenv"
@@ -20,7 +21,8 @@ type Options struct {
 	// Dir is the folder the command runs from; relative Files are resolved against it.
 	Dir string
 	// Files is --file (repeatable). Empty: the folder's devtool.yml, else its Compose file.
-	// Several files name one Compose environment (not supported yet: an error says so).
+	// Several files are Compose files merged in order into one environment (Docker Compose's
+	// repeated -f); a devtool.yml cannot be merged.
 	Files []string
 	// Name is --name; "" derives it (see Name).
 	Name string
@@ -57,14 +59,15 @@ func (e *Environment) IsCompose() bool { return e.Compose != nil }
 // Found reports whether a file was loaded.
 func (e *Environment) Found() bool { return e.File != "" }
 
-// ErrSeveralFiles is returned for several --file until Compose files can be merged.
-var ErrSeveralFiles = errors.New("several --file values are not supported yet: give one devtool.yml or Compose file")
+// ErrSeveralManifests is returned when several --file values include a devtool.yml: only Compose
+// files merge.
+var ErrSeveralManifests = errors.New("several --file values merge Compose files only: a devtool.yml must be the only --file")
 
 // Load finds and loads the environment's file and names it. Load errors are returned as they
 // are (positioned); nothing falls back to another file when a devtool.yml does not load.
 func Load(o Options) (*Environment, error) {
 	if len(o.Files) > 1 {
-		return nil, ErrSeveralFiles
+		return loadSeveral(o)
 	}
 	file := ""
 	if len(o.Files) == 1 {
@@ -97,13 +100,43 @@ func Load(o Options) (*Environment, error) {
 	return &Environment{Name: Name(o.Name, m.Name, m.Dir), Dir: m.Dir, File: m.File, Manifest: m, Warnings: m.Warnings}, nil
 }
 
-func loadCompose(o Options, path string) (*Environment, error) {
-	ce, err := composeenv.Load(composeenv.Options{WorkDir: o.Dir, File: path, Name: o.Name, Environ: o.Environ})
+// loadSeveral loads several --file values: Compose files merged in order.
+func loadSeveral(o Options) (*Environment, error) {
+	var paths []string
+	for _, f := range o.Files {
+		if f == "" {
+			return nil, errors.New("--file is empty")
+		}
+		path, _, err := manifest.Find(o.Dir, f)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(manifest.DefaultFileNames, filepath.Base(path)) {
+			return nil, fmt.Errorf("%s: %w", f, ErrSeveralManifests)
+		}
+		paths = append(paths, path)
+	}
+	if o.Name != "" && deploy.SanitizeName(o.Name) == "" {
+		return nil, fmt.Errorf("--name %q has no character valid in a Kubernetes name", o.Name)
+	}
+	return loadCompose(o, paths...)
+}
+
+// loadCompose loads a Compose environment: the files given (merged in order), or, when the one
+// file is the folder's default Compose file found by discovery, that file and its override.
+func loadCompose(o Options, paths ...string) (*Environment, error) {
+	files := paths
+	if len(o.Files) == 0 && len(paths) == 1 { // discovered, not named: merge the override as Compose does
+		if ov := compose.OverrideFile(paths[0]); ov != "" {
+			files = append(files, ov)
+		}
+	}
+	ce, err := composeenv.Load(composeenv.Options{WorkDir: o.Dir, Files: files, Name: o.Name, Environ: o.Environ})
 	if err != nil {
 		return nil, err
 	}
 	m := &manifest.Manifest{File: ce.File, Dir: ce.Dir, Inferred: true, Name: ce.Project.Name, Raw: ce.Raw,
-		Deploy: manifest.Deploy{Compose: []manifest.ComposeFile{{File: ce.File}}}}
+		Deploy: manifest.Deploy{Compose: []manifest.ComposeFile{{File: ce.File, Merge: ce.Files[1:]}}}}
 	m.Build = BuildSections(ce.Project)
 	return &Environment{Name: ce.Name, Dir: ce.Dir, File: ce.File, Manifest: m, Compose: ce, Warnings: ce.Project.Warnings}, nil
 }

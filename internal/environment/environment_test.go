@@ -101,8 +101,8 @@ func TestMissing(t *testing.T) {
 	if _, err := Load(Options{Dir: dir, Files: []string{"nope.yml"}, AllowMissing: true}); err == nil {
 		t.Fatal("a missing --file is an error")
 	}
-	if _, err := Load(Options{Dir: dir, Files: []string{"a.yml", "b.yml"}}); !errors.Is(err, ErrSeveralFiles) {
-		t.Fatalf("several files: %v", err)
+	if _, err := Load(Options{Dir: dir, Files: []string{"a.yml", "b.yml"}}); err == nil || !strings.Contains(err.Error(), "a.yml") {
+		t.Fatalf("several missing files: %v", err)
 	}
 }
 
@@ -129,5 +129,33 @@ func TestCloneURLAndInsideDir(t *testing.T) {
 		if _, err := InsideDir(root, bad); err == nil {
 			t.Errorf("InsideDir(%q) accepted", bad)
 		}
+	}
+}
+
+func TestComposeOverrideMergedOnlyWhenDiscovered(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("compose.yaml", "services:\n  web:\n    image: busybox:base\n")
+	write("compose.override.yaml", "services:\n  web:\n    image: busybox:override\n")
+	image := func(o Options) string {
+		t.Helper()
+		env, err := Load(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env.Compose.Project.Services[0].Image
+	}
+	if got := image(Options{Dir: dir}); got != "busybox:override" {
+		t.Errorf("discovered: image %q, want the override's", got)
+	}
+	if got := image(Options{Dir: dir, Files: []string{"compose.yaml"}}); got != "busybox:base" {
+		t.Errorf("--file compose.yaml: image %q, want the file's own (Compose merges the override only when it finds the file)", got)
+	}
+	if got := image(Options{Dir: dir, Files: []string{"compose.yaml", "compose.override.yaml"}}); got != "busybox:override" {
+		t.Errorf("two --file: image %q, want the second's", got)
 	}
 }
