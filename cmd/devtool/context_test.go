@@ -45,6 +45,7 @@ func TestContextTypoRefusedEverywhere(t *testing.T) {
 		{"deploy"}, {"deploy", "--dry-run"}, {"destroy"}, {"destroy", "--all"}, {"endpoints"}, {"logs"},
 		{"build"}, {"build", "-f", "Dockerfile", "--tag", "127.0.0.1:25000/x:1"},
 		{"init", "--file", "new.yml"}, {"init", "--v1", "--file", "new1.yml"},
+		{"up", "web"}, {"down", "web"}, {"status", "web"}, {"restart", "web"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			ios, _, _, errOut := iostreams.Test()

@@ -53,6 +53,12 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 }
 
 func run(ctx context.Context, opts *Options) error {
+	// Where it runs first: an explicit --context or --namespace that names nothing is the error,
+	// whatever else is wrong.
+	t, err := opts.Target(opts.Kube)
+	if err != nil {
+		return err
+	}
 	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
 	if err != nil {
 		return err
@@ -65,10 +71,6 @@ func run(ctx context.Context, opts *Options) error {
 	if len(services) == 0 {
 		return cmdutil.WithHint(fmt.Errorf("dev container %s lists no services to restart", d.Name),
 			fmt.Sprintf("add them to devtool.yml: dev: {%s: {services: [worker]}}", d.Name))
-	}
-	t, err := opts.Target(opts.Kube)
-	if err != nil {
-		return err
 	}
 	done, err := dev.Restart(ctx, t.Kube.Clientset, t.Namespace, services, opts.Now())
 	for _, w := range done {

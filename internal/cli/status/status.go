@@ -22,7 +22,9 @@ type Options struct {
 	WorkDir string
 	Environ map[string]string
 	Getenv  func(string) string
+	Target  func(cmdutil.KubeFlags) (*cmdutil.Target, error)
 
+	Kube     cmdutil.KubeFlags
 	File     string
 	Dev      string
 	Info     bool
@@ -32,7 +34,7 @@ type Options struct {
 
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Getenv: f.Getenv, Interval: time.Second}
+	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Getenv: f.Getenv, Interval: time.Second}
 	cmd := &cobra.Command{
 		Use:   "status [devName]",
 		Short: "Show the file synchronization of a running 'devtool up'",
@@ -51,6 +53,7 @@ user name and password (generated per dev container, stored 0600 under ~/.devtoo
 			return run(cmd.Context(), opts)
 		},
 	}
+	opts.Kube.AddFlags(cmd)
 	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file")
 	cmd.Flags().BoolVar(&opts.Info, "info", false, "print the local sync service's address, user and password")
 	cmd.Flags().BoolVarP(&opts.Watch, "watch", "w", false, "keep updating until interrupted")
@@ -58,6 +61,13 @@ user name and password (generated per dev container, stored 0600 under ~/.devtoo
 }
 
 func run(ctx context.Context, opts *Options) error {
+	// The status comes from the local sync service alone, but an explicit --context or
+	// --namespace is still checked, never silently ignored.
+	if (opts.Kube.Context != "" || opts.Kube.Namespace != "") && opts.Target != nil {
+		if _, err := opts.Target(opts.Kube); err != nil {
+			return err
+		}
+	}
 	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
 	if err != nil {
 		return err
