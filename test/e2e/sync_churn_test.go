@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math/rand"
 	"os"
 	"path"
@@ -552,8 +553,10 @@ func TestSyncChurn(t *testing.T) {
 		lc.create(path.Join(dirs[i%len(dirs)], fmt.Sprintf("seed%d.txt", i)))
 	}
 
+	clog := &syncBuffer{}
 	sc, err := filesync.NewClient(filesync.ClientOptions{Folders: []filesync.Folder{{Local: local, Remote: churnRemote}},
-		Excludes: []string{".trash-*", ".stage-*"}, StateDir: t.TempDir()})
+		Excludes: []string{".trash-*", ".stage-*"}, StateDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(clog, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -731,6 +734,16 @@ func TestSyncChurn(t *testing.T) {
 		written, maybe, len(destroyed), len(present), conflicts, sc.Status())
 	if len(lost) > 0 {
 		t.Errorf("%d contents lost: %s", len(lost), strings.Join(head(lost, 40), ", "))
+		// What both ends logged about the lost files' names, for the diagnosis.
+		agentLog, _ := env.kexec(ctx, mustPod(ctx, env), "cat /devtool/agent.log", nil)
+		for _, l := range head(lost, 5) {
+			name := l
+			if i := strings.LastIndex(l, "/"); i >= 0 {
+				name = strings.TrimSuffix(l[i+1:], ")")
+			}
+			t.Logf("client log about %s:\n%s", name, grepLines(clog.String(), name))
+			t.Logf("agent log about %s:\n%s", name, grepLines(agentLog, name))
+		}
 	}
 	if evs := runner.eventLog(); len(evs) < 4 {
 		t.Errorf("expected the connection to be lost and regained several times, events %v", evs)
@@ -742,4 +755,22 @@ func head(s []string, n int) []string {
 		return s[:n]
 	}
 	return s
+}
+
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(head(out, 60), "\n")
+}
+
+func mustPod(ctx context.Context, e *syncEnv) string {
+	pod, _, err := dev.RunningPod(ctx, e.c.Clientset, e.ns, e.up.Dev)
+	if err != nil {
+		return e.pod()
+	}
+	return pod
 }
