@@ -326,6 +326,7 @@ func (f *benchFixture) latency(ctx context.Context, b *testing.B, toRemote bool)
 		rtt = append(rtt, time.Since(start))
 	}
 	var lat []time.Duration
+	before := countConflicts(l.local)
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
 		for i := 0; i < edits; i++ {
@@ -376,14 +377,7 @@ func (f *benchFixture) latency(ctx context.Context, b *testing.B, toRemote bool)
 	b.ReportMetric(float64(percentile(rtt, 0.5).Microseconds())/1000, "rtt-p50-ms")
 	b.ReportMetric(float64(percentile(lat, 0.5))/float64(percentile(rtt, 0.5)), "p50/rtt")
 	// Only one side edits, so a conflict copy here is a false conflict of the engine.
-	ents, _ := os.ReadDir(l.local)
-	conflicts := 0
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".conflict-") {
-			conflicts++
-		}
-	}
-	b.ReportMetric(float64(conflicts), "conflict-copies")
+	b.ReportMetric(float64(countConflicts(l.local)-before), "conflict-copies")
 }
 
 // agentStat reads the agent's CPU ticks (utime+stime) and VmRSS (kB) from /proc in the pod.
@@ -470,4 +464,15 @@ func (f *benchFixture) idle(ctx context.Context, b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(initial.Seconds(), "initial-s")
+}
+
+func countConflicts(dir string) int {
+	ents, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".conflict-") {
+			n++
+		}
+	}
+	return n
 }
