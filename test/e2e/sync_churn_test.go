@@ -158,7 +158,7 @@ func (l *localChurn) create(rel string) bool {
 	if err := os.Link(stage, l.abs(rel)); err != nil {
 		return false
 	}
-	l.c.confirm(id, "local "+rel)
+	l.c.confirm(id, fmt.Sprintf("local %s at %s", rel, time.Now().Format("15:04:05.000")))
 	return true
 }
 
@@ -343,14 +343,16 @@ func (r *remoteChurn) step(ctx context.Context) error {
 	if len(r.files) > 250 && op < 40 {
 		op = 70
 	}
-	var name, cmd, id string
+	var name, cmd, id, target string
 	switch {
 	case op < 35 || len(r.files) == 0:
 		name = "create"
-		id, cmd = r.createCmd(path.Join(pick(r.dirs), fmt.Sprintf("r%d.txt", r.next())))
+		target = path.Join(pick(r.dirs), fmt.Sprintf("r%d.txt", r.next()))
+		id, cmd = r.createCmd(target)
 	case op < 60:
 		name = "edit"
 		f := pick(r.files)
+		target = f
 		var c string
 		id, c = r.createCmd(f)
 		cmd = r.trashCmd(f) + " && { " + c + "; }"
@@ -379,7 +381,7 @@ func (r *remoteChurn) step(ctx context.Context) error {
 	if id != "" {
 		switch {
 		case ok:
-			r.c.confirm(id, "remote "+name)
+			r.c.confirm(id, fmt.Sprintf("remote %s %s at %s", name, target, time.Now().Format("15:04:05.000")))
 		case err != nil:
 			r.c.setMaybe(id)
 		}
@@ -737,9 +739,12 @@ func TestSyncChurn(t *testing.T) {
 		// What both ends logged about the lost files' names, for the diagnosis.
 		agentLog, _ := env.kexec(ctx, mustPod(ctx, env), "cat /devtool/agent.log", nil)
 		for _, l := range head(lost, 5) {
-			name := l
-			if i := strings.LastIndex(l, "/"); i >= 0 {
-				name = strings.TrimSuffix(l[i+1:], ")")
+			name := strings.TrimSuffix(l, ")")
+			if i := strings.Index(name, " at "); i >= 0 {
+				name = name[:i]
+			}
+			if i := strings.LastIndex(name, "/"); i >= 0 {
+				name = name[i+1:]
 			}
 			t.Logf("client log about %s:\n%s", name, grepLines(clog.String(), name))
 			t.Logf("agent log about %s:\n%s", name, grepLines(agentLog, name))
