@@ -743,7 +743,7 @@ func TestSyncChurn(t *testing.T) {
 			if i := strings.Index(name, " at "); i >= 0 {
 				name = name[:i]
 			}
-			if i := strings.LastIndex(name, "/"); i >= 0 {
+			if i := strings.LastIndexAny(name, "/ "); i >= 0 {
 				name = name[i+1:]
 			}
 			t.Logf("client log about %s:\n%s", name, grepLines(clog.String(), name))
