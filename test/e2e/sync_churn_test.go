@@ -747,6 +747,18 @@ func TestSyncChurn(t *testing.T) {
 				name = name[i+1:]
 			}
 			t.Logf("client log about %s:\n%s", name, grepLines(clog.String(), name))
+			for _, f := range sc.Status().Folders {
+				for _, e := range f.Errors {
+					if strings.Contains(e.Path, name) || strings.Contains(e.Err, name) {
+						t.Logf("sync error: %+v", e)
+					}
+				}
+				for _, c := range f.Conflicts {
+					if strings.Contains(c.Path, name) || strings.Contains(c.Copy, name) {
+						t.Logf("conflict: %+v", c)
+					}
+				}
+			}
 			t.Logf("agent log about %s:\n%s", name, grepLines(agentLog, name))
 		}
 	}
