@@ -146,16 +146,22 @@ func (e *syncEnv) clientConfig() devssh.ClientConfig {
 // sshClient dials one SSH connection (no reconnection), closed when the test ends.
 func (e *syncEnv) sshClient(ctx context.Context) *devssh.Client {
 	e.tb.Helper()
-	conn, err := e.dial(ctx)
-	if err != nil {
-		e.tb.Fatal(err)
+	// The agent starts in the background after its upload: retry until it listens.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		conn, err := e.dial(ctx)
+		if err == nil {
+			var cl *devssh.Client
+			if cl, err = devssh.Dial(ctx, conn, e.clientConfig()); err == nil {
+				e.tb.Cleanup(func() { cl.Close() })
+				return cl
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			e.tb.Fatalf("connecting to the agent: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	cl, err := devssh.Dial(ctx, conn, e.clientConfig())
-	if err != nil {
-		e.tb.Fatal(err)
-	}
-	e.tb.Cleanup(func() { cl.Close() })
-	return cl
 }
 
 // pod is the dev container's current pod.
