@@ -513,7 +513,7 @@ func (pf *putFile) commit() (Entry, error) {
 		err = t.clearFor(pf.p, cur, KindFile)
 	}
 	if err == nil {
-		err = t.r.Rename(pf.tmp, pf.p)
+		err = t.replace(pf.tmp, pf.p, cur)
 	}
 	if err != nil {
 		_ = t.r.Remove(pf.tmp)

@@ -103,6 +103,9 @@ func (w *watcher) loop() {
 				continue
 			}
 			pending[rel] = struct{}{}
+			if ev.Has(fsnotify.Rename) {
+				w.forget(ev.Name)
+			}
 			if ev.Has(fsnotify.Create) && !w.ignored(rel) {
 				// Watch a new folder at once; the rescan of the batch walks
 				// what was created in it before the watch took.
@@ -141,6 +144,22 @@ func (w *watcher) loop() {
 			timerC = timer.C
 		} else if time.Since(first) < debounceMax {
 			timer.Reset(debounce)
+		}
+	}
+}
+
+// forget drops the watches of a folder that was moved away (name is its old
+// path) and of every folder below it. inotify keeps a watch on a moved
+// folder's inode, and fsnotify drops only the moved folder's own: the watches
+// of its subfolders would go on reporting their events under the old path,
+// and adding the new path (addTree on the move's Create event) gets the same
+// watch back, still named by the old path. So changes below a renamed folder
+// were missed until the next full rescan.
+func (w *watcher) forget(name string) {
+	prefix := name + string(filepath.Separator)
+	for _, p := range w.w.WatchList() {
+		if p == name || strings.HasPrefix(p, prefix) {
+			_ = w.w.Remove(p)
 		}
 	}
 }
