@@ -1,6 +1,10 @@
 package translate
 
-import "k8s.io/apimachinery/pkg/runtime"
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/devtool/devtool/internal/labels"
+)
 
 // This file is the contract between translation (Compose model -> objects, pure) and the deploy
 // engine (apply, wait in depends_on order, prune, destroy). Change it only with both sides.
@@ -70,14 +74,14 @@ type Endpoint struct {
 	Port    int32
 }
 
-// Labels every object carries.
+// Labels every object carries: the names of internal/labels, the one place they are defined.
 const (
-	LabelDeployedBy = "dev.devtool/deployed-by"
-	LabelManagedBy  = "app.kubernetes.io/managed-by"
-	ManagedByValue  = "devtool"
+	LabelDeployedBy = labels.DeployedBy
+	LabelManagedBy  = labels.ManagedBy
+	ManagedByValue  = labels.ManagedByValue
 	// AnnotationPolicy with value PolicyKeep protects an object from destroy.
-	AnnotationPolicy = "dev.devtool/policy"
-	PolicyKeep       = "keep"
+	AnnotationPolicy = labels.Policy
+	PolicyKeep       = labels.PolicyKeep
 	// AnnotationUpdate (set through service labels) selects the update strategy.
 	AnnotationUpdate = "dev.devtool/update"
 )
