@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -71,7 +72,7 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 
 	var sc *filesync.Client
 	if len(d.Sync) > 0 {
-		if sc, err = filesync.NewClient(filesync.ClientOptions{Folders: folders(d), StateDir: p.state.SyncDir(), Reset: opts.Reset, Logger: p.dev.Logger}); err != nil {
+		if sc, err = filesync.NewClient(filesync.ClientOptions{Folders: folders(d), StateDir: p.state.SyncDir(), Reset: opts.Reset, Logger: syncLogger(p.dev.Logger)}); err != nil {
 			return err
 		}
 	}
@@ -130,7 +131,7 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		}
 	})
 	if sc != nil {
-		loop := &dev.SyncLoop{Client: sc, Report: p.dev.Report, Logger: p.dev.Logger}
+		loop := &dev.SyncLoop{Client: sc, Report: p.dev.Report, Logger: syncLogger(p.dev.Logger)}
 		g.Go(func() error { return loop.Run(gctx, conns) })
 	}
 	g.Go(func() error {
@@ -224,4 +225,13 @@ func stdinFor(tty bool, opts *Options) io.Reader {
 		return opts.IO.In
 	}
 	return nil
+}
+
+// syncLogger tags the sync engine's lines (component=sync, as the agent does) so doctor can
+// collect both sides' sync logs.
+func syncLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return nil
+	}
+	return l.With("component", "sync")
 }
