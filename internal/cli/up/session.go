@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"os/signal"
 	"strconv"
 	"sync"
@@ -31,10 +30,13 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		return err
 	}
 	p.dev.AuthorizedKey = ssh.MarshalAuthorizedKey(signer.PublicKey())
-	if d.PersistentVolume != nil && !d.PersistentVolume.Enabled {
-		// No volume: the agent's host key is new in every pod.
-		_ = os.Remove(p.state.KnownHostsFile())
+	// The agent's host key is made here and installed with the agent (a pod without a dev
+	// volume would otherwise make a new one each time, breaking the pin on reconnect); its
+	// public half is pinned whenever Install places it in a pod.
+	if p.dev.HostKey, err = devssh.MarshalKey(p.state.HostKeyFile()); err != nil {
+		return err
 	}
+	p.dev.KnownHostsFile = p.state.KnownHostsFile()
 	tty := opts.IO.CanPrompt() && opts.IO.IsStdoutTTY()
 	ready := make(chan struct{})
 	var readyOnce sync.Once
