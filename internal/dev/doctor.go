@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"sort"
@@ -114,7 +113,7 @@ func WriteDoctor(ctx context.Context, w io.Writer, o DoctorOptions) error {
 		if err := add("devtool.log", readOr(o.State.LogFile())); err != nil {
 			return err
 		}
-		if err := add("sync-local.log", readLogs(o.State.SyncDir())); err != nil {
+		if err := add("sync-local.log", localSyncLog(o.State)); err != nil {
 			return err
 		}
 	}
@@ -124,7 +123,11 @@ func WriteDoctor(ctx context.Context, w io.Writer, o DoctorOptions) error {
 			return err
 		}
 		if o.Exec != nil {
-			if err := add("sync-remote.log", remoteLogs(ctx, o.Exec, o.Namespace, pods, o.Dev)); err != nil {
+			agentLog, syncLog := remoteLogs(ctx, o.Exec, o.Namespace, pods, o.Dev)
+			if err := add("agent.log", agentLog); err != nil {
+				return err
+			}
+			if err := add("sync-remote.log", syncLog); err != nil {
 				return err
 			}
 		}
@@ -140,14 +143,44 @@ func readOr(path string) string {
 	return string(b)
 }
 
-func readLogs(dir string) string {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	if len(files) == 0 {
-		return "(no local sync log in " + dir + ")\n"
-	}
+// SyncLogComponent is the slog attribute both sides give the sync engine's lines: the agent
+// (cmd/devtool-agent, component=sync in HOME/agent.log) and up (in the state dir's devtool.log).
+const SyncLogComponent = "component=sync"
+
+// syncLines keeps the sync engine's lines of a log.
+func syncLines(log string) string {
 	var b strings.Builder
-	for _, f := range files {
-		fmt.Fprintf(&b, "==> %s <==\n%s\n", filepath.Base(f), readOr(f))
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, SyncLogComponent) {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// localSyncLog is the sync engine's lines of up's log (devtool.log) and a listing of the local
+// sync state (the persisted indexes: names, sizes and times, not their content).
+func localSyncLog(s *StateDir) string {
+	var b strings.Builder
+	log, err := os.ReadFile(s.LogFile())
+	switch {
+	case err != nil:
+		fmt.Fprintf(&b, "(no log: %v)\n", err)
+	case syncLines(string(log)) == "":
+		fmt.Fprintf(&b, "(no sync line in %s)\n", s.LogFile())
+	default:
+		fmt.Fprintf(&b, "==> sync lines of %s <==\n%s", s.LogFile(), syncLines(string(log)))
+	}
+	fmt.Fprintf(&b, "==> %s <==\n", s.SyncDir())
+	ents, err := os.ReadDir(s.SyncDir())
+	if err != nil {
+		fmt.Fprintf(&b, "(not available: %v)\n", err)
+	}
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			fmt.Fprintf(&b, "%s %10d %s %s\n", fi.Mode(), fi.Size(), fi.ModTime().UTC().Format(time.RFC3339), e.Name())
+		}
 	}
 	return b.String()
 }
@@ -205,7 +238,28 @@ func podReport(ctx context.Context, cs kubernetes.Interface, ns, dev string) ([]
 	return list.Items, string(b)
 }
 
-func remoteLogs(ctx context.Context, ex Executor, ns string, pods []corev1.Pod, d *manifest.Dev) string {
+// Marks split the output of the one exec that reads the agent's side.
+const (
+	markAgentLog = "==> devtool-doctor agent.log <=="
+	markSyncDir  = "==> devtool-doctor sync <=="
+)
+
+// remoteLogsScript prints the agent's log (HOME/agent.log, the agent's default --log; its
+// last MiB) and lists the remote sync state (HOME/sync: filesync.ServerOptions.StateDir). It
+// needs only sh: tail and ls are used when the image has them.
+func remoteLogsScript(home string) string {
+	return fmt.Sprintf(`H=%[1]s
+show() { if command -v tail >/dev/null 2>&1; then tail -c 1048576 "$1"; else while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l"; done < "$1"; fi; }
+echo '%[2]s'
+if [ -f "$H/agent.log" ]; then show "$H/agent.log"; else echo "(no $H/agent.log: the agent has not started in this pod)"; fi
+echo '%[3]s'
+if [ -d "$H/sync" ]; then ls -la "$H/sync" 2>/dev/null || for f in "$H"/sync/*; do echo "$f"; done; else echo "(no $H/sync: nothing synced yet)"; fi
+true`, home, markAgentLog, markSyncDir)
+}
+
+// remoteLogs reads the agent's log and the remote sync state of the first running dev pod:
+// the whole agent log, and the sync engine's lines of it with the listing of HOME/sync.
+func remoteLogs(ctx context.Context, ex Executor, ns string, pods []corev1.Pod, d *manifest.Dev) (agentLog, syncLog string) {
 	for _, p := range pods {
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
@@ -215,18 +269,34 @@ func remoteLogs(ctx context.Context, ex Executor, ns string, pods []corev1.Pod, 
 			continue
 		}
 		var out, errb bytes.Buffer
-		script := fmt.Sprintf(`for f in %[1]s/*.log %[1]s/log/*.log %[1]s/sync/*.log; do [ -f "$f" ] && { echo "==> $f <=="; tail -c 1048576 "$f"; }; done; true`, Home)
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		err = ex.Exec(cctx, kube.ExecOptions{Namespace: ns, Pod: p.Name, Container: p.Spec.Containers[idx].Name,
-			Command: []string{"sh", "-c", script}, Stdout: &out, Stderr: &errb})
+			Command: []string{"sh", "-c", remoteLogsScript(Home)}, Stdout: &out, Stderr: &errb})
 		cancel()
 		if err != nil {
-			return fmt.Sprintf("(cannot read the agent's logs in %s: %v)\n", p.Name, err)
+			msg := fmt.Sprintf("(cannot read the agent's files in %s: %v%s)\n", p.Name, err, stderrSuffix(errb.String()))
+			return msg, msg
 		}
-		if out.Len() == 0 {
-			return "(the agent wrote no log in " + Home + ")\n"
-		}
-		return out.String()
+		return splitRemoteLogs(p.Name, Home, out.String())
 	}
-	return "(no running dev pod)\n"
+	return "(no running dev pod)\n", "(no running dev pod)\n"
+}
+
+func splitRemoteLogs(pod, home, out string) (agentLog, syncLog string) {
+	_, rest, ok := strings.Cut(out, markAgentLog+"\n")
+	if !ok {
+		return "(unexpected output)\n" + out, ""
+	}
+	// The last mark: the log itself cannot end the script's output.
+	i := strings.LastIndex(rest, markSyncDir+"\n")
+	if i < 0 {
+		return rest, ""
+	}
+	agentLog, listing := rest[:i], rest[i+len(markSyncDir)+1:]
+	lines := syncLines(agentLog)
+	if lines == "" {
+		lines = "(no sync line in the agent's log)\n"
+	}
+	syncLog = fmt.Sprintf("==> sync lines of %s:%s/agent.log <==\n%s==> %s:%s/sync <==\n%s", pod, home, lines, pod, home, listing)
+	return agentLog, syncLog
 }

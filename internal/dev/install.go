@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/crypto/ssh"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/devtool/devtool/internal/devssh"
 	"github.com/devtool/devtool/internal/kube"
 )
 
@@ -25,8 +27,12 @@ type InstallOptions struct {
 	Exec                      Executor
 	Namespace, Pod, Container string
 	Agent                     AgentSource
-	// AuthorizedKey is the dev container's public key in authorized_keys format.
+	// AuthorizedKey is the dev container's public key in authorized_keys format (one line).
 	AuthorizedKey []byte
+	// HostKey is the agent's host key (OpenSSH PEM private key) the CLI generated for this
+	// dev container; nil: the agent creates its own. It is written only where the pod's
+	// home has no host key yet, so a running agent's key never changes under it.
+	HostKey []byte
 	// NodeArch is used when the image has no uname: the node's architecture, "" for amd64.
 	NodeArch string
 }
@@ -35,6 +41,9 @@ type InstallOptions struct {
 type InstallResult struct {
 	Arch     string
 	Uploaded bool // false when the volume already held the same agent
+	// HostKeyInstalled is true when Install wrote HostKey into the pod: the agent, started
+	// only after the upload, presents exactly that key, which the caller may pin.
+	HostKeyInstalled bool
 }
 
 // Install writes the authorized key and, unless the dev volume already holds the same agent
@@ -42,15 +51,26 @@ type InstallResult struct {
 // file, made executable and renamed, so the launcher never runs a half-written binary.
 func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	var res InstallResult
-	// One exec: write the key atomically, report the agent's hash and the machine.
-	script := fmt.Sprintf(`set -e; umask 077; mkdir -p %[1]s/ssh %[1]s/bin; cat > %[1]s/ssh/.authorized_keys.tmp; `+
-		`mv -f %[1]s/ssh/.authorized_keys.tmp %[1]s/ssh/authorized_keys; `+
-		`echo "sha=$(cat %[2]s.sha256 2>/dev/null || true)"; echo "arch=$(uname -m 2>/dev/null || true)"`, Home, AgentPath)
+	// One exec: write the authorized key (and the host key where there is none yet) atomically,
+	// report the agent's hash and the machine. Stdin: the authorized_keys line, then the host
+	// key's PEM text (never on the command line, which the API server may log).
+	if bytes.ContainsAny(bytes.TrimRight(o.AuthorizedKey, "\n"), "\n") {
+		return res, fmt.Errorf("the authorized key must be one line")
+	}
+	hostKey := "true"
+	if len(o.HostKey) > 0 {
+		hostKey = fmt.Sprintf(`if [ -e %[1]s/ssh/host_ed25519 ]; then echo hostkey=kept; cat > /dev/null; `+
+			`else cat > %[1]s/ssh/.host_ed25519.tmp; mv -f %[1]s/ssh/.host_ed25519.tmp %[1]s/ssh/host_ed25519; echo hostkey=installed; fi`, Home)
+	}
+	script := fmt.Sprintf(`set -e; umask 077; mkdir -p %[1]s/ssh %[1]s/bin; IFS= read -r key; printf '%%s\n' "$key" > %[1]s/ssh/.authorized_keys.tmp; `+
+		`mv -f %[1]s/ssh/.authorized_keys.tmp %[1]s/ssh/authorized_keys; %[3]s; `+
+		`echo "sha=$(cat %[2]s.sha256 2>/dev/null || true)"; echo "arch=$(uname -m 2>/dev/null || true)"`, Home, AgentPath, hostKey)
+	stdin := append(append(bytes.TrimRight(append([]byte(nil), o.AuthorizedKey...), "\n"), '\n'), o.HostKey...)
 	var out, errb bytes.Buffer
 	err := o.Exec.Exec(ctx, kube.ExecOptions{Namespace: o.Namespace, Pod: o.Pod, Container: o.Container,
-		Command: []string{"sh", "-c", script}, Stdin: bytes.NewReader(o.AuthorizedKey), Stdout: &out, Stderr: &errb})
+		Command: []string{"sh", "-c", script}, Stdin: bytes.NewReader(stdin), Stdout: &out, Stderr: &errb})
 	if err != nil {
-		return res, fmt.Errorf("writing the SSH key into pod %s: %w%s", o.Pod, err, stderrSuffix(errb.String()))
+		return res, fmt.Errorf("writing the SSH keys into pod %s: %w%s", o.Pod, err, stderrSuffix(errb.String()))
 	}
 	var have, machine string
 	for _, line := range strings.Split(out.String(), "\n") {
@@ -59,6 +79,9 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 		}
 		if v, ok := strings.CutPrefix(line, "arch="); ok {
 			machine = strings.TrimSpace(v)
+		}
+		if strings.TrimSpace(line) == "hostkey=installed" {
+			res.HostKeyInstalled = true
 		}
 	}
 	res.Arch = goarch(machine, o.NodeArch)
@@ -115,4 +138,13 @@ func NodeArch(ctx context.Context, c *kube.Client, ns, pod string) string {
 		return ""
 	}
 	return n.Status.NodeInfo.Architecture
+}
+
+// PinHostKey pins the public half of a host key the CLI installed itself (OpenSSH PEM).
+func PinHostKey(knownHosts string, hostKeyPEM []byte) error {
+	s, err := ssh.ParsePrivateKey(hostKeyPEM)
+	if err != nil {
+		return err
+	}
+	return devssh.Pin(knownHosts, s.PublicKey())
 }

@@ -50,7 +50,7 @@ const (
 	// AgentPort is the agent's SSH port on the pod's loopback.
 	AgentPort = 2222
 	// DefaultVolumeSize is the dev volume's size when the dev entry has no persistentVolume.
-	DefaultVolumeSize = "5Gi"
+	DefaultVolumeSize = manifest.DefaultVolumeSize
 
 	homeVolume   = "devtool-home"
 	mirrorSuffix = "-devtool"

@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/manifest"
 )
@@ -23,8 +21,6 @@ type Project struct {
 	Name string
 	// Devs are the dev entries: the devtool.yml's dev section, or one per Compose service.
 	Devs []*manifest.Dev
-	// Services maps a dev entry to the services `restart` restarts (dev.<name>.services).
-	Services map[string][]string
 	// FromCompose is true when the dev entries come from a Compose file alone.
 	FromCompose bool
 	Warnings    []string
@@ -50,39 +46,7 @@ func LoadProject(workDir, file string, environ map[string]string) (*Project, err
 		return p, nil
 	}
 	m := env.Manifest
-	p := &Project{Dir: m.Dir, File: m.File, Name: env.Name, Devs: m.Dev, Warnings: env.Warnings}
-	p.Services, err = devServices(m.Raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", m.File, err)
-	}
-	return p, nil
-}
-
-// devServices reads dev.<name>.services (a list of service names) from the manifest text.
-// internal/manifest does not model that field yet; this minimal parse stands in for it.
-func devServices(raw []byte) (map[string][]string, error) {
-	var doc struct {
-		Dev map[string]struct {
-			Services []string `yaml:"services"`
-		} `yaml:"dev"`
-	}
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		// Anything the manifest loader accepted but this simple shape does not (a dev entry
-		// that is not a map) has no services list.
-		return nil, nil
-	}
-	out := map[string][]string{}
-	for name, d := range doc.Dev {
-		for _, s := range d.Services {
-			if s = strings.TrimSpace(s); s != "" {
-				out[name] = append(out[name], s)
-			}
-		}
-	}
-	return out, nil
+	return &Project{Dir: m.Dir, File: m.File, Name: env.Name, Devs: m.Dev, Warnings: env.Warnings}, nil
 }
 
 // Names lists the dev entries' names in file order.

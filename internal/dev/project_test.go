@@ -45,7 +45,10 @@ func TestLoadProjectComposeAndServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Services["api"]; len(got) != 1 || got[0] != "worker" {
-		t.Errorf("services %v", p.Services)
+	if d, err := p.Select("api"); err != nil || len(d.Services) != 1 || d.Services[0] != "worker" {
+		t.Errorf("services %+v %v", d, err)
+	}
+	if len(p.Warnings) != 0 {
+		t.Errorf("warnings %v (services must be a known field)", p.Warnings)
 	}
 }

@@ -49,6 +49,7 @@ func OpenStateDir(home, manifestDir, devName string) (*StateDir, error) {
 // Files of the state folder.
 func (s *StateDir) KeyFile() string        { return filepath.Join(s.Path, "id_ed25519") }
 func (s *StateDir) KnownHostsFile() string { return filepath.Join(s.Path, "known_hosts") }
+func (s *StateDir) HostKeyFile() string    { return filepath.Join(s.Path, "ssh_host_ed25519") }
 func (s *StateDir) LogFile() string        { return filepath.Join(s.Path, "devtool.log") }
 func (s *StateDir) SyncDir() string        { return filepath.Join(s.Path, "sync") }
 func (s *StateDir) PIDFile() string        { return filepath.Join(s.Path, "pid") }

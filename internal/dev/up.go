@@ -23,6 +23,11 @@ type Up struct {
 	Agent     AgentSource
 	// AuthorizedKey is the dev container's public key (authorized_keys format).
 	AuthorizedKey []byte
+	// HostKey is the agent host key the CLI keeps for this dev container (OpenSSH PEM);
+	// KnownHostsFile is where its public half is pinned each time Install places it in a new
+	// pod (see InstallResult.HostKeyInstalled). Both empty: the agent makes its own key.
+	HostKey        []byte
+	KnownHostsFile string
 	// Progress gets every state change (after it is written to the state file); may be nil.
 	Progress func(Event)
 	Logger   *slog.Logger
@@ -88,12 +93,17 @@ func (u *Up) recordPod(a *Active) {
 
 func (u *Up) install(ctx context.Context, pod, container string) error {
 	res, err := Install(ctx, InstallOptions{Exec: u.Kube, Namespace: u.Namespace, Pod: pod, Container: container,
-		Agent: u.Agent, AuthorizedKey: u.AuthorizedKey, NodeArch: NodeArch(ctx, u.Kube, u.Namespace, pod)})
+		Agent: u.Agent, AuthorizedKey: u.AuthorizedKey, HostKey: u.HostKey, NodeArch: NodeArch(ctx, u.Kube, u.Namespace, pod)})
 	if err != nil {
 		return fmt.Errorf("dev %s: %w", u.Dev.Name, err)
 	}
+	if res.HostKeyInstalled && u.KnownHostsFile != "" {
+		if err := PinHostKey(u.KnownHostsFile, u.HostKey); err != nil {
+			return fmt.Errorf("dev %s: pinning the agent's host key: %w", u.Dev.Name, err)
+		}
+	}
 	if u.Logger != nil {
-		u.Logger.Info("agent installed", "pod", pod, "arch", res.Arch, "uploaded", res.Uploaded)
+		u.Logger.Info("agent installed", "pod", pod, "arch", res.Arch, "uploaded", res.Uploaded, "hostKeyInstalled", res.HostKeyInstalled)
 	}
 	return nil
 }

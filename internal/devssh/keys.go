@@ -142,3 +142,39 @@ func pinHostKey(file string) ssh.HostKeyCallback {
 		return nil
 	}
 }
+
+// Pin records key as the agent's host key in file (known_hosts format, 0600, folder 0700),
+// replacing any earlier pin. Use it only for a key learnt through an authenticated channel —
+// for example a host key the caller generated and installed in the dev container itself —
+// never for a key the connection presented.
+func Pin(file string, key ssh.PublicKey) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.WriteString(knownhosts.Line([]string{hostAlias}, key) + "\n"); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
+}
+
+// MarshalKey is the OpenSSH PEM text of a private key LoadOrCreateKey reads (for installing
+// a host key the CLI generated in the agent's home).
+func MarshalKey(path string) ([]byte, error) {
+	if _, err := LoadOrCreateKey(path); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
+}

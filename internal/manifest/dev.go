@@ -63,6 +63,8 @@ func (p *parser) dev(e yamlsrc.Entry, field string) *Dev {
 			d.Container, _ = p.Str(de.Val, f)
 		case "autocreate":
 			d.Autocreate, _ = p.Bool(de.Val, f)
+		case "services":
+			d.Services = p.devServices(de.Val, f)
 		default:
 			if !strings.HasPrefix(de.Key, "x-") {
 				p.Ignore(de.KeyNode, f)
@@ -73,6 +75,26 @@ func (p *parser) dev(e yamlsrc.Entry, field string) *Dev {
 		p.Errorf(e.KeyNode, yamlsrc.Join(field, "image"), "image is required with autocreate: true (there is no workload to take it from)")
 	}
 	return d
+}
+
+// devServices reads the services `restart` acts on: a list of service names, each once.
+func (p *parser) devServices(n *yaml.Node, field string) []string {
+	vals, nodes := p.itemStrings(n, field, "service names")
+	var out []string
+	seen := map[string]bool{}
+	for i, s := range vals {
+		f := yamlsrc.Index(field, i)
+		if !p.checkName(nodes[i], f, "service", s) {
+			continue
+		}
+		if seen[s] {
+			p.Errorf(nodes[i], f, "service %q is listed twice", s)
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out
 }
 
 // environment reads a list of NAME=value or a map; a bare NAME takes its value from the
@@ -310,7 +332,7 @@ func (p *parser) persistentVolume(n *yaml.Node, field string) *PersistentVolume 
 		case "enabled":
 			pv.Enabled, _ = p.Bool(e.Val, f)
 		case "size":
-			if s, ok := p.quantity(e.Val, f, "a volume size (for example 2Gi)"); ok && s != "" {
+			if s, ok := p.quantity(e.Val, f, "a volume size (for example 5Gi)"); ok && s != "" {
 				pv.Size = s
 			}
 		case "storageClass":

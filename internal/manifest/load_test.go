@@ -327,6 +327,7 @@ func TestDevSection(t *testing.T) {
     persistentVolume: {size: 3Gi, storageClass: fast}
     selector: {app: web}
     container: main
+    services: [worker, " mail "]
   api:
     command: [go, run, .]
     persistentVolume: {enabled: false}
@@ -345,7 +346,7 @@ func TestDevSection(t *testing.T) {
 		SecurityContext: &SecurityContext{RunAsUser: i(1000), RunAsGroup: i(3000), FSGroup: i(2000), RunAsNonRoot: &tr,
 			CapAdd: []string{"SYS_PTRACE"}, CapDrop: []string{"ALL"}},
 		PersistentVolume: &PersistentVolume{Enabled: true, Size: "3Gi", StorageClass: "fast"},
-		Selector:         map[string]string{"app": "web"}, Container: "main"}
+		Selector:         map[string]string{"app": "web"}, Container: "main", Services: []string{"worker", "mail"}}
 	if !reflect.DeepEqual(w, want) {
 		t.Errorf("web =\n%+v\nwant\n%+v", w, want)
 	}
@@ -353,8 +354,25 @@ func TestDevSection(t *testing.T) {
 		t.Errorf("pos = %v", w.Pos)
 	}
 	a := m.DevByName("api")
-	if !reflect.DeepEqual(a.Command, []string{"go", "run", "."}) || a.PersistentVolume.Enabled || a.PersistentVolume.Size != DefaultVolumeSize {
+	if !reflect.DeepEqual(a.Command, []string{"go", "run", "."}) || a.PersistentVolume.Enabled || a.PersistentVolume.Size != DefaultVolumeSize || a.Services != nil {
 		t.Errorf("api = %+v %+v", a, a.PersistentVolume)
+	}
+	if DefaultVolumeSize != "5Gi" {
+		t.Errorf("DefaultVolumeSize = %s, the issue says 5Gi", DefaultVolumeSize)
+	}
+}
+
+func TestDevServicesBadInput(t *testing.T) {
+	for in, want := range map[string]string{
+		"services: worker":           "dev.web.services: expected a list of service names",
+		"services: [Worker_1]":       "dev.web.services[0]",
+		"services: [worker, worker]": `dev.web.services[1]: service "worker" is listed twice`,
+		"services: [{a: b}]":         "dev.web.services[0]",
+	} {
+		_, err := LoadBytes(LoadOptions{File: "/p/devtool.yml", Environ: map[string]string{}, HomeDir: "/home/dev"}, []byte("dev:\n  web:\n    "+in+"\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want it to contain %q", in, err, want)
+		}
 	}
 }
 

@@ -139,6 +139,8 @@ type Dev struct {
 	Container string
 	// Autocreate creates a deployment when none matches, instead of failing.
 	Autocreate bool
+	// Services are the services `devtool restart` restarts (a rollout restart of their pods).
+	Services []string
 }
 
 // Sync is one local:remote folder pair; Local is absolute.
@@ -173,7 +175,7 @@ type PersistentVolume struct {
 }
 
 // DefaultVolumeSize is the persistent volume size when enabled without a size.
-const DefaultVolumeSize = "2Gi"
+const DefaultVolumeSize = "5Gi"
 
 // DevByName looks a development container up.
 func (m *Manifest) DevByName(name string) *Dev {

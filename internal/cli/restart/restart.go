@@ -67,7 +67,7 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return cmdutil.WithHint(err, "devtool restart NAME")
 	}
-	services := p.Services[d.Name]
+	services := d.Services
 	if len(services) == 0 {
 		return cmdutil.WithHint(fmt.Errorf("dev container %s lists no services to restart", d.Name),
 			fmt.Sprintf("add them to devtool.yml: dev: {%s: {services: [worker]}}", d.Name))

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
-	"os"
 	"os/signal"
 	"strconv"
 	"sync"
@@ -30,10 +30,13 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		return err
 	}
 	p.dev.AuthorizedKey = ssh.MarshalAuthorizedKey(signer.PublicKey())
-	if d.PersistentVolume != nil && !d.PersistentVolume.Enabled {
-		// No volume: the agent's host key is new in every pod.
-		_ = os.Remove(p.state.KnownHostsFile())
+	// The agent's host key is made here and installed with the agent (a pod without a dev
+	// volume would otherwise make a new one each time, breaking the pin on reconnect); its
+	// public half is pinned whenever Install places it in a pod.
+	if p.dev.HostKey, err = devssh.MarshalKey(p.state.HostKeyFile()); err != nil {
+		return err
 	}
+	p.dev.KnownHostsFile = p.state.KnownHostsFile()
 	tty := opts.IO.CanPrompt() && opts.IO.IsStdoutTTY()
 	ready := make(chan struct{})
 	var readyOnce sync.Once
@@ -71,7 +74,7 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 
 	var sc *filesync.Client
 	if len(d.Sync) > 0 {
-		if sc, err = filesync.NewClient(filesync.ClientOptions{Folders: folders(d), StateDir: p.state.SyncDir(), Reset: opts.Reset, Logger: p.dev.Logger}); err != nil {
+		if sc, err = filesync.NewClient(filesync.ClientOptions{Folders: folders(d), StateDir: p.state.SyncDir(), Reset: opts.Reset, Logger: syncLogger(p.dev.Logger)}); err != nil {
 			return err
 		}
 	}
@@ -130,7 +133,7 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		}
 	})
 	if sc != nil {
-		loop := &dev.SyncLoop{Client: sc, Report: p.dev.Report, Logger: p.dev.Logger}
+		loop := &dev.SyncLoop{Client: sc, Report: p.dev.Report, Logger: syncLogger(p.dev.Logger)}
 		g.Go(func() error { return loop.Run(gctx, conns) })
 	}
 	g.Go(func() error {
@@ -224,4 +227,13 @@ func stdinFor(tty bool, opts *Options) io.Reader {
 		return opts.IO.In
 	}
 	return nil
+}
+
+// syncLogger tags the sync engine's lines (component=sync, as the agent does) so doctor can
+// collect both sides' sync logs.
+func syncLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return nil
+	}
+	return l.With("component", "sync")
 }
