@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
 )
 
 // StateDir is the local state of one dev container of one folder:
@@ -74,10 +73,10 @@ func (s *StateDir) Lock() error {
 	if err != nil {
 		return fmt.Errorf("opening the pid file: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := tryLock(f); err != nil {
 		b, _ := os.ReadFile(s.PIDFile())
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, errLocked) {
 			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 			return &HeldError{PID: pid, Dir: s.Path}
 		}
@@ -111,8 +110,7 @@ func (s *StateDir) Holder() int {
 		return 0
 	}
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err == nil {
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	if !isLocked(f) {
 		return 0
 	}
 	b, _ := os.ReadFile(s.PIDFile())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/signal"
-	"syscall"
 
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/dev"
@@ -31,7 +30,7 @@ func runSSH(ctx context.Context, opts *Options, k *kube.Client, ns, pod string, 
 	defer c.Close()
 	tty := opts.IO.CanPrompt() && opts.IO.IsStdoutTTY()
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 	eo := devssh.ExecOptions{Command: opts.Command, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut, TTY: tty, Signals: sigs}
 	if tty || hasInput(opts) {
