@@ -594,6 +594,12 @@ func (c *Client) handle(ev any) {
 		f.log.Debug("sync result", "id", m.ID, "path", op.path, "ok", m.OK, "state", descE(m.State), "err", m.Err)
 		if !m.OK {
 			c.failed(f, op, m.Code, m.Err, f.t.get(op.path), m.State)
+		} else if op.to == "" && same(m.State, op.local) {
+			// The agent now holds what this side held when the op was
+			// decided (pushed, removed): both agreed on it, whatever this
+			// side became since. Without this, an edit made while its
+			// previous version was being pushed looked like a conflict.
+			c.setBase(f, op.path, m.State)
 		}
 	case *localDone:
 		op := c.ops[m.id]
@@ -613,6 +619,9 @@ func (c *Client) handle(ev any) {
 				code = failChanged // the local path changed before it could be sent
 			}
 			c.failed(f, op, code, m.err.Error(), f.t.get(op.path), f.remote[op.path])
+		} else if op.pull && same(m.state, op.remote) {
+			// This side now holds the agent's version it was decided from.
+			c.setBase(f, op.path, m.state)
 		}
 	case *noticeMsg:
 		if m.Folder < len(c.folders) {
@@ -1022,3 +1031,15 @@ func descE(e Entry) string {
 	}
 	return e.Kind.String()
 }
+
+// setBase records that both sides agreed on e at p.
+func (c *Client) setBase(f *cfolder, p string, e Entry) {
+	if same(f.base[p], e) && (e.Kind != KindNone) == hasKey(f.base, p) {
+		return
+	}
+	f.log.Debug("base set from an op", "path", p, "e", descE(e))
+	setEntry(f.base, p, e)
+	f.changed = true
+}
+
+func hasKey(m map[string]Entry, p string) bool { _, ok := m[p]; return ok }
