@@ -548,6 +548,7 @@ func (c *Client) handle(ev any) {
 				}
 				continue
 			}
+			f.log.Debug("remote entry", "path", it.Path, "e", descE(it.E))
 			if it.E.Kind == KindNone {
 				delete(f.remote, it.Path)
 			} else {
@@ -590,8 +591,15 @@ func (c *Client) handle(ev any) {
 		if op.to != "" {
 			setEntry(f.remote, op.to, m.ToState)
 		}
+		f.log.Debug("sync result", "id", m.ID, "path", op.path, "ok", m.OK, "state", descE(m.State), "err", m.Err)
 		if !m.OK {
 			c.failed(f, op, m.Code, m.Err, f.t.get(op.path), m.State)
+		} else if op.to == "" && same(m.State, op.local) {
+			// The agent now holds what this side held when the op was
+			// decided (pushed, removed): both agreed on it, whatever this
+			// side became since. Without this, an edit made while its
+			// previous version was being pushed looked like a conflict.
+			c.setBase(f, op.path, m.State)
 		}
 	case *localDone:
 		op := c.ops[m.id]
@@ -604,12 +612,16 @@ func (c *Client) handle(ev any) {
 		delete(c.gets, m.id)
 		c.getsMu.Unlock()
 		c.finish(f, m.id, op)
+		f.log.Debug("sync local done", "id", m.id, "path", op.path, "pull", op.pull, "state", descE(m.state), "err", m.err)
 		if m.err != nil {
 			code := failCode(m.err)
 			if !op.pull {
 				code = failChanged // the local path changed before it could be sent
 			}
 			c.failed(f, op, code, m.err.Error(), f.t.get(op.path), f.remote[op.path])
+		} else if op.pull && same(m.state, op.remote) {
+			// This side now holds the agent's version it was decided from.
+			c.setBase(f, op.path, m.state)
 		}
 	case *noticeMsg:
 		if m.Folder < len(c.folders) {
@@ -642,6 +654,7 @@ func (c *Client) handle(ev any) {
 			}
 		}
 		for _, it := range changed {
+			f.log.Debug("local entry", "path", it.Path, "e", descE(it.E))
 			f.markDirty(it.Path)
 			if it.E.Kind == KindDir && f.w != nil {
 				f.w.add(it.Path)
@@ -753,8 +766,14 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 	b := f.base[p]
 	if same(l, r) {
 		if l.Kind == KindNone {
+			if _, ok := f.base[p]; ok {
+				f.log.Debug("base removed", "path", p)
+			}
 			delete(f.base, p)
 		} else {
+			if !same(f.base[p], l) {
+				f.log.Debug("base set", "path", p, "e", descE(l))
+			}
 			f.base[p] = l
 		}
 		delete(f.diff, p)
@@ -876,6 +895,7 @@ func (c *Client) execute(f *cfolder, plan []action) {
 		return a.p < b.p
 	})
 	for _, a := range plan {
+		f.log.Debug("sync action", "do", a.do, "path", a.p, "to", a.to, "local", descE(a.l), "remote", descE(a.r), "base", descE(f.base[a.p]))
 		switch a.do {
 		case actPush:
 			id := c.newOp(f, a, false)
@@ -1000,3 +1020,26 @@ func sameRules(a, b []ruleFile) bool {
 	}
 	return true
 }
+
+// descE describes an entry for debug logs (never content).
+func descE(e Entry) string {
+	switch e.Kind {
+	case KindNone:
+		return "-"
+	case KindFile:
+		return fmt.Sprintf("f:%d:%x", e.Size, e.Hash)
+	}
+	return e.Kind.String()
+}
+
+// setBase records that both sides agreed on e at p.
+func (c *Client) setBase(f *cfolder, p string, e Entry) {
+	if same(f.base[p], e) && (e.Kind != KindNone) == hasKey(f.base, p) {
+		return
+	}
+	f.log.Debug("base set from an op", "path", p, "e", descE(e))
+	setEntry(f.base, p, e)
+	f.changed = true
+}
+
+func hasKey(m map[string]Entry, p string) bool { _, ok := m[p]; return ok }

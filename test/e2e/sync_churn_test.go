@@ -65,10 +65,16 @@ func genContent(id string, size int) []byte {
 	return b[:size]
 }
 
-func (c *contents) add(id string, size int) {
+// add registers content id of the given size; the size is raised to hold
+// the id and its newline at least, so the content identifies itself (a
+// shorter one, "L2" for L2441, could not be told from any other, and its
+// destruction was reported as a loss).
+func (c *contents) add(id string, size int) int {
+	size = max(size, len(id)+1)
 	c.mu.Lock()
 	c.size[id] = size
 	c.mu.Unlock()
+	return size
 }
 
 func (c *contents) confirm(id, where string) {
@@ -148,8 +154,7 @@ func (l *localChurn) abs(rel string) string { return filepath.Join(l.root, filep
 // create writes a new content at rel, exclusively and atomically.
 func (l *localChurn) create(rel string) bool {
 	id := fmt.Sprintf("L%d", l.next())
-	size := randSize(l.r)
-	l.c.add(id, size)
+	size := l.c.add(id, randSize(l.r))
 	stage := filepath.Join(l.root, ".stage-l", id)
 	if err := os.WriteFile(stage, genContent(id, size), 0o644); err != nil {
 		return false
@@ -321,8 +326,7 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 // createCmd writes a new content at p (absolute) exclusively; prints OK when it was linked.
 func (r *remoteChurn) createCmd(p string) (string, string) {
 	id := fmt.Sprintf("R%d", r.next())
-	size := randSize(r.r)
-	r.c.add(id, size)
+	size := r.c.add(id, randSize(r.r))
 	stage := "/app/.stage-r/" + id
 	return id, fmt.Sprintf(`yes %s | head -c %d > %s && ln %s %s 2>/dev/null && echo OK; rm -f %s`, id, size, stage, stage, shq(p), stage)
 }
