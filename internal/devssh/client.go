@@ -426,18 +426,29 @@ type subsystem struct {
 	s *ssh.Session
 	r io.Reader
 	w io.WriteCloser
+
+	// x/crypto/ssh's channel close is not safe to call from two goroutines at once, and the
+	// sync engine closes its stream from both its reader and its writer: close once.
+	closeWrite, closeAll sync.Once
+	closeErr             error
 }
 
 func (s *subsystem) Read(p []byte) (int, error)  { return s.r.Read(p) }
 func (s *subsystem) Write(p []byte) (int, error) { return s.w.Write(p) }
 
 // CloseWrite sends EOF; the remote end may still write.
-func (s *subsystem) CloseWrite() error { return s.w.Close() }
-func (s *subsystem) Close() error {
-	_ = s.w.Close()
-	err := s.s.Close()
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
+func (s *subsystem) CloseWrite() error {
+	var err error
+	s.closeWrite.Do(func() { err = s.w.Close() })
 	return err
+}
+
+func (s *subsystem) Close() error {
+	s.closeAll.Do(func() {
+		_ = s.CloseWrite()
+		if err := s.s.Close(); err != nil && !errors.Is(err, io.EOF) {
+			s.closeErr = err
+		}
+	})
+	return s.closeErr
 }
