@@ -97,7 +97,7 @@ func TestDevtoolBuildCompose(t *testing.T) {
 	if strings.TrimSpace(stdout2) != refs[0] || !strings.Contains(stderr2, "unchanged") {
 		t.Errorf("second build of web: stdout %q stderr %q", stdout2, stderr2)
 	}
-	if _, _, err := runBuild(t, dir, "db"); err == nil || !strings.Contains(err.Error(), "no build section") {
+	if _, _, err := runBuild(t, dir, "db"); err == nil || !strings.Contains(err.Error(), "in the build section") {
 		t.Errorf("db: %v", err)
 	}
 }
