@@ -34,7 +34,10 @@ type Deployer struct {
 	Wait         bool
 	Timeout      time.Duration // 0: no deadline beyond ctx
 	Force        bool          // deploy --build: rebuild every image with a build section
-	DryRun       bool          // Compose environments only: translate, change nothing (Result.Objects)
+	// DryRun changes nothing and runs nothing: a Compose file is translated (Result.Objects); a
+	// devtool.yml's compose and endpoints parts are translated and what its deploy would do is
+	// described (Result.Plan). No image is built, pushed or looked up in a registry.
+	DryRun       bool
 	Vars         map[string]string
 	Shell        string // "bash" (default) or "sh"
 	Dependencies bool   // deploy dependencies even when already deployed
@@ -59,6 +62,9 @@ type DeployResult struct {
 	Objects *translate.Result
 	// URLs are the public endpoints, in order.
 	URLs []string
+	// Plan is, for a dry run of a devtool.yml, what the deploy would do besides applying Objects
+	// (images, dependencies, variables and commands, secrets masked), one line each.
+	Plan []string
 }
 
 // DestroyResult says what destroy found.
@@ -115,7 +121,7 @@ func (d *Deployer) Deploy(ctx context.Context) (*DeployResult, error) {
 		return d.deployCompose(ctx)
 	}
 	if d.DryRun {
-		return nil, fmt.Errorf("--dry-run works only for Compose environments: a devtool.yml runs commands")
+		return d.dryRunManifest(ctx)
 	}
 	return d.deployManifest(ctx)
 }
@@ -257,7 +263,7 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 			}
 		}
 		err = env.ResolveImages(ctx, composeenv.ImageOptions{Registry: t.Registry, Namespace: t.Namespace,
-			Force: d.Force, Progress: d.Out, Warn: d.Warn, NewBuilder: d.NewBuilder, AllowOutside: d.AllowOutsideVolumes})
+			Force: d.Force, DryRun: d.DryRun, Progress: d.Out, Warn: d.Warn, NewBuilder: d.NewBuilder, AllowOutside: d.AllowOutsideVolumes})
 		if err != nil {
 			return nil, err
 		}
@@ -463,13 +469,17 @@ func (d *Deployer) destroyNamed(ctx context.Context, n string, own bool) (*Destr
 	defer func() { _ = lock.Release(ctx) }()
 	if m := d.Env.Manifest; own && m != nil && !m.Inferred && len(m.Destroy) > 0 {
 		branch, commit := deploy.GitInfo(m.Dir)
+		images, problems := PlannedImages(m, t.Registry, t.Namespace, n)
+		for _, p := range problems {
+			d.Warn(p)
+		}
 		d.Progress(fmt.Sprintf("Running the destroy commands of %s", n))
 		err := deploy.RunManifestCommands(ctx, deploy.CommandsRun{
 			Client: t.Kube, Namespace: t.Namespace, Name: n, Shell: d.Shell, Dir: m.Dir,
 			Out: d.Out, Logger: d.Logger, Warn: d.Warn,
 			Env: deploy.CommandEnv{Environ: d.Environ, DotEnv: m.DotEnv, Namespace: t.Namespace,
 				Context: t.ContextName, Name: n, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
-				BuildkitHost: d.Environ["BUILDKIT_HOST"]},
+				BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images},
 		}, m.Destroy)
 		if err != nil {
 			return nil, fmt.Errorf("destroying %s: %w", n, err)

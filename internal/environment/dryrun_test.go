@@ -1,0 +1,150 @@
+package environment
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/devtool/devtool/internal/build"
+	"github.com/devtool/devtool/internal/contexts"
+	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/translate"
+)
+
+// TestManifestDryRun: deploy --dry-run of a devtool.yml names the images as a deploy would,
+// shows the commands with their variables expanded and secrets masked, the dependencies, and the
+// objects of the compose and endpoints parts, and runs nothing.
+func TestManifestDryRun(t *testing.T) {
+	const manifestFile = `name: shop
+build:
+  web:
+    context: web
+  tools:
+    image: acme/tools:1
+    context: tools
+deploy:
+  commands:
+    - name: migrate
+      command: touch ran; ./migrate --image $DEVTOOL_BUILD_WEB_IMAGE --ns ${DEVTOOL_NAMESPACE} --password $DB_PASSWORD --mode $MODE
+  compose: compose.yml
+  endpoints:
+    shop:
+      - {path: /, service: web, port: 8080}
+dependencies:
+  api: {repository: https://example.test/api.git, branch: main, variables: {API_TOKEN: tok-abcdef}}
+destroy:
+  - echo bye
+`
+	files := map[string]string{
+		"devtool.yml":       manifestFile,
+		"web/Dockerfile":    "FROM scratch\n",
+		"tools/Dockerfile":  "FROM scratch\n",
+		"compose.yml":       "services:\n  web:\n    build: web\n    ports: [\"8080\"]\n    volumes: [\"./static:/srv\"]\n  cache:\n    image: docker.io/library/busybox:local\n",
+		"static/index.html": "hi\n",
+	}
+	fakeWithState := func(t *testing.T) *kube.Client {
+		cs := fake.NewClientset()
+		if err := (&deploy.StateStore{Clientset: cs, Namespace: "dev"}).Save(context.Background(), &deploy.State{Name: "api", Status: deploy.StatusDeployed}); err != nil {
+			t.Fatal(err)
+		}
+		return &kube.Client{Clientset: cs, Namespace: "dev"}
+	}
+	for _, c := range []struct {
+		name         string
+		registry     string
+		kube         func(*testing.T) *kube.Client
+		force, deps  bool
+		want, absent []string
+		warn         string
+		webImage     string // the web Deployment's image prefix
+	}{
+		{name: "no cluster", registry: "127.0.0.1:25000",
+			want: []string{"compose file: ", "dependency api: https://example.test/api.git (branch main): would be deployed unless it is already (no cluster to ask)",
+				"  variable API_TOKEN=******", "image for web: 127.0.0.1:25000/dev/shop-web:", "image for tools: acme/tools:1 (built when the registry does not have it)",
+				"  DEVTOOL_BUILD_WEB_IMAGE=127.0.0.1:25000/dev/shop-web:", "  DEVTOOL_BUILD_TOOLS_TAG=1", "  DB_PASSWORD=******", "  MODE=fast",
+				"would run: touch ran; ./migrate --image 127.0.0.1:25000/dev/shop-web:", "--ns dev --password ****** --mode fast"},
+			absent: []string{"s3cr3t-pass", "tok-abcdef"}, warn: "a deploy copies host folder", webImage: "127.0.0.1:25000/dev/shop-web:"},
+		{name: "dependency deployed", registry: "127.0.0.1:25000", kube: fakeWithState, force: true,
+			want: []string{"dependency api: https://example.test/api.git (branch main): already deployed (status deployed): skipped", "image for web: 127.0.0.1:25000/dev/shop-web:", "(always built: --build)"}},
+		{name: "--dependencies", registry: "127.0.0.1:25000", kube: fakeWithState, deps: true,
+			want: []string{"dependency api: https://example.test/api.git (branch main): would be deployed (--dependencies)"}},
+		{name: "no registry", registry: "",
+			want:   []string{"image for tools: acme/tools:1", "would run: touch ran; ./migrate --image $DEVTOOL_BUILD_WEB_IMAGE --ns dev"},
+			absent: []string{"image for web"}, warn: "DEVTOOL_BUILD_WEB_* are not set: service web"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range files {
+				write(t, filepath.Join(dir, name), content)
+			}
+			env, err := Load(Options{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := &contexts.Target{Namespace: "dev", Registry: c.registry, ClusterDomain: "example.test"}
+			if c.kube != nil {
+				target.Kube = c.kube(t)
+			}
+			var warnings []string
+			d := &Deployer{Env: env, Target: target, DryRun: true, Force: c.force, Dependencies: c.deps,
+				Vars:    map[string]string{"DB_PASSWORD": "s3cr3t-pass", "MODE": "fast"},
+				Environ: map[string]string{"HOME": "/home/u", "GITHUB_TOKEN": "ghp-very-secret"},
+				Warn:    func(s string) { warnings = append(warnings, s) },
+				NewBuilder: func(context.Context) (bb build.Builder, err error) {
+					t.Error("a dry run asked for a builder")
+					return nil, os.ErrInvalid
+				}}
+			res, err := d.Deploy(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Join(res.Plan, "\n")
+			for _, w := range c.want {
+				if !strings.Contains(lines, w) {
+					t.Errorf("plan lacks %q:\n%s", w, lines)
+				}
+			}
+			for _, a := range append(c.absent, "ghp-very-secret", "echo bye") {
+				if strings.Contains(lines, a) {
+					t.Errorf("plan shows %q:\n%s", a, lines)
+				}
+			}
+			if c.warn != "" && !strings.Contains(strings.Join(warnings, "\n"), c.warn) {
+				t.Errorf("warnings lack %q: %q", c.warn, warnings)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+				t.Error("a dry run ran a command")
+			}
+			kinds := map[string]int{}
+			for _, o := range res.Objects.Objects {
+				u, err := kube.ToUnstructured(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				kinds[u.GetKind()]++
+				if u.GetKind() == translate.KindDeployment && u.GetName() == "web" && c.webImage != "" {
+					cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+					img := ""
+					if len(cs) > 0 {
+						img, _, _ = unstructured.NestedString(cs[0].(map[string]any), "image")
+					}
+					if !strings.HasPrefix(img, c.webImage) {
+						t.Errorf("web runs %q, want %s…", img, c.webImage)
+					}
+				}
+			}
+			if kinds["Deployment"] != 2 || kinds["Ingress"] != 1 || kinds["Service"] != 1 {
+				t.Errorf("objects by kind: %v", kinds)
+			}
+			if len(res.URLs) != 1 || res.URLs[0] != "https://shop-dev.example.test/" {
+				t.Errorf("urls %v", res.URLs)
+			}
+		})
+	}
+}
