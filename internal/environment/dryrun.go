@@ -108,7 +108,7 @@ func PlannedImages(m *manifest.Manifest, registry, namespace, name string) (map[
 				ref, err = build.ImageName(registry, namespace, name, img.Service, tag)
 			}
 			if err != nil {
-				problems = append(problems, fmt.Sprintf("DEVTOOL_BUILD_%s_* are not set: service %s: %v", deploy.EnvKey(img.Service), img.Service, err))
+				problems = append(problems, fmt.Sprintf("DEVTOOL_BUILD_%s_* are not set (service %s): %v", deploy.EnvKey(img.Service), img.Service, err))
 				continue
 			}
 		}

@@ -76,7 +76,7 @@ destroy:
 			want: []string{"dependency api: https://example.test/api.git (branch main): would be deployed (--dependencies)"}},
 		{name: "no registry", registry: "",
 			want:   []string{"image for tools: acme/tools:1", "would run: touch ran; ./migrate --image $DEVTOOL_BUILD_WEB_IMAGE --ns dev"},
-			absent: []string{"image for web"}, warn: "DEVTOOL_BUILD_WEB_* are not set: service web"},
+			absent: []string{"image for web"}, warn: "DEVTOOL_BUILD_WEB_* are not set (service web)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -146,5 +146,52 @@ destroy:
 				t.Errorf("urls %v", res.URLs)
 			}
 		})
+	}
+}
+
+// TestPlannedImages: the names destroy commands and dry runs see are the names a deploy pushes:
+// the image given, else the content-hash name; a service that cannot be named is described.
+func TestPlannedImages(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "devtool.yml"), "name: shop\nbuild:\n  web: {context: web}\n  tools: {image: acme/tools:1, context: tools}\n  gone: {context: missing}\ndeploy: [echo]\n")
+	write(t, filepath.Join(dir, "web", "Dockerfile"), "FROM scratch\n")
+	env, err := Load(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := build.ContentTag(build.Request{Context: filepath.Join(dir, "web")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		registry string
+		want     map[string]string
+		problems []string
+	}{
+		{"127.0.0.1:25000", map[string]string{"web": "127.0.0.1:25000/dev/shop-web:" + tag, "tools": "acme/tools:1"}, []string{"DEVTOOL_BUILD_GONE_* are not set (service gone): "}},
+		{"", map[string]string{"tools": "acme/tools:1"}, []string{"DEVTOOL_BUILD_WEB_* are not set (service web): service web has a build section and no image, and there is no registry", "DEVTOOL_BUILD_GONE_*"}},
+	} {
+		got, problems := PlannedImages(env.Manifest, c.registry, "dev", env.Name)
+		if len(got) != len(c.want) {
+			t.Errorf("registry %q: images %v, want %v", c.registry, got, c.want)
+		}
+		for svc, ref := range c.want {
+			if got[svc].Ref != ref || got[svc].Digest != "" {
+				t.Errorf("registry %q: %s = %+v, want %s", c.registry, svc, got[svc], ref)
+			}
+		}
+		if len(problems) != len(c.problems) {
+			t.Errorf("registry %q: problems %q", c.registry, problems)
+			continue
+		}
+		for i, p := range c.problems {
+			if !strings.Contains(problems[i], p) {
+				t.Errorf("registry %q: problem %q lacks %q", c.registry, problems[i], p)
+			}
+		}
+	}
+	vars := deploy.CommandEnv{Images: map[string]deploy.BuiltImage{"tools": {Ref: "acme/tools:1"}}}.Build()
+	if vars["DEVTOOL_BUILD_TOOLS_IMAGE"] != "acme/tools:1" || vars["DEVTOOL_BUILD_TOOLS_TAG"] != "1" || vars["DEVTOOL_BUILD_TOOLS_REPOSITORY"] != "acme/tools" {
+		t.Errorf("variables %v", vars)
 	}
 }
