@@ -96,7 +96,7 @@ func (d *Deployer) defaults() {
 		t := d.Target
 		d.NewBuilder = func(ctx context.Context) (build.Builder, error) {
 			return build.Select(ctx, build.SelectOptions{IsPlatform: t.IsPlatform, PlatformURL: t.ContextName,
-				ContextBuilder: t.Builder, Getenv: d.Getenv, Logger: d.Logger})
+				ContextBuilder: t.Builder, Getenv: d.Getenv, Logger: d.Logger, Warn: d.Warn})
 		}
 	}
 }
