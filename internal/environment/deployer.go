@@ -258,7 +258,7 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 			}
 		}
 		for _, s := range env.Project.Services {
-			if img, ok := images[s.Name]; ok { // built from the manifest's build section
+			if img, ok := builtImage(env.Project, images, s); ok { // built from the manifest's build section
 				s.Image, s.Build = img.Ref, nil
 			}
 		}
@@ -286,28 +286,34 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 	return merged, nil
 }
 
-// keepServices keeps the named services and what they depend on.
+// keepServices keeps the named services and what they depend on. names are as written in the
+// devtool.yml, which may differ from the converted Kubernetes names (db_data → db-data); the
+// depends_on entries are already converted.
 func keepServices(p *compose.Project, names []string) error {
 	keep := map[string]bool{}
-	var visit func(string) error
-	visit = func(n string) error {
-		if keep[n] {
+	var visit func(*compose.Service) error
+	visit = func(s *compose.Service) error {
+		if keep[s.Name] {
 			return nil
 		}
-		s := p.Service(n)
-		if s == nil {
-			return fmt.Errorf("no service %q", n)
-		}
-		keep[n] = true
+		keep[s.Name] = true
 		for _, dep := range s.DependsOn {
-			if err := visit(dep.Service); err != nil {
+			ds := p.Service(dep.Service)
+			if ds == nil {
+				return fmt.Errorf("service %s depends on unknown service %q", s.Name, dep.Service)
+			}
+			if err := visit(ds); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	for _, n := range names {
-		if err := visit(n); err != nil {
+		s := p.ServiceNamed(n)
+		if s == nil {
+			return fmt.Errorf("no service %q", n)
+		}
+		if err := visit(s); err != nil {
 			return err
 		}
 	}
@@ -319,6 +325,22 @@ func keepServices(p *compose.Project, names []string) error {
 	}
 	p.Services = out
 	return nil
+}
+
+// builtImage finds the image the manifest's build section made for a Compose service, by its
+// converted name or by its name as written (the build section uses the names as written).
+func builtImage(p *compose.Project, images map[string]deploy.BuiltImage, s *compose.Service) (deploy.BuiltImage, bool) {
+	if img, ok := images[s.Name]; ok {
+		return img, true
+	}
+	for key, to := range p.Renamed {
+		if written, ok := strings.CutPrefix(key, "service:"); ok && to == s.Name {
+			if img, ok := images[written]; ok {
+				return img, true
+			}
+		}
+	}
+	return deploy.BuiltImage{}, false
 }
 
 // deployDependencies deploys each dependency not yet deployed in the namespace (all of them with

@@ -195,3 +195,78 @@ func TestPlannedImages(t *testing.T) {
 		t.Errorf("variables %v", vars)
 	}
 }
+
+// TestDeploySectionSubsetWithConvertedNames: deploy.compose services are named as written in the
+// Compose file; names converted for Kubernetes (My_Api → my-api) are found, with what they depend
+// on, and the build section's image (keyed as written) replaces theirs.
+func TestDeploySectionSubsetWithConvertedNames(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "compose.yml"), `services:
+  My_Api:
+    image: acme/api:0
+    depends_on: [db_main]
+  db_main:
+    image: acme/db:1
+  other:
+    image: acme/other:1
+`)
+	for _, c := range []struct {
+		services string
+		want     map[string]string // deployment → image
+		err      string
+	}{
+		{"[My_Api]", map[string]string{"my-api": "reg.test/api:built", "db-main": "acme/db:1"}, ""},
+		{"[my-api]", map[string]string{"my-api": "reg.test/api:built", "db-main": "acme/db:1"}, ""},
+		{"[db_main, other]", map[string]string{"db-main": "acme/db:1", "other": "acme/other:1"}, ""},
+		{"[nope]", nil, `no service "nope"`},
+	} {
+		write(t, filepath.Join(dir, "devtool.yml"), "name: conv\ndeploy:\n  commands: [echo]\n  compose:\n    - {file: compose.yml, services: "+c.services+"}\n")
+		env, err := Load(Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &Deployer{Env: env, Target: &contexts.Target{Namespace: "dev"}, DryRun: true}
+		d.defaults()
+		res, err := d.translateDeploySection(context.Background(), map[string]deploy.BuiltImage{"My_Api": {Ref: "reg.test/api:built"}})
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: err %v, want %q", c.services, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.services, err)
+		}
+		got := map[string]string{}
+		for _, o := range res.Objects {
+			u, err := kube.ToUnstructured(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.GetKind() != translate.KindDeployment {
+				continue
+			}
+			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			got[u.GetName()], _, _ = unstructured.NestedString(cs[0].(map[string]any), "image")
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("%s: deployments %v, want %v", c.services, got, c.want)
+		}
+		for k, v := range c.want {
+			if got[k] != v {
+				t.Errorf("%s: %s runs %q, want %q", c.services, k, got[k], v)
+			}
+		}
+	}
+}
+
+// TestEmptyFileFlag: an empty --file is refused once, by the environment loader, alone or among several.
+func TestEmptyFileFlag(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "compose.yml"), "services:\n  web: {image: a}\n")
+	for _, files := range [][]string{{""}, {"compose.yml", ""}, {"", "compose.yml"}} {
+		if _, err := Load(Options{Dir: dir, Files: files}); err == nil || err.Error() != "--file is empty" {
+			t.Errorf("--file %q: %v", files, err)
+		}
+	}
+}
