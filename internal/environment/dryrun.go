@@ -29,6 +29,11 @@ func (d *Deployer) dryRunManifest(ctx context.Context) (*DeployResult, error) {
 		Name: name, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
 		BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images}
 	shown := env.Build() // without the shell's environment: only what deploy adds
+	for svc, img := range images {
+		if img.Digest == "" { // a deploy sets it once the image is built and pushed
+			shown["DEVTOOL_BUILD_"+deploy.EnvKey(svc)+"_SHA"] = "<digest after the build>"
+		}
+	}
 	plan := m.Plan(false, shown, nil)
 	plan.Environ = d.Environ
 	for _, b := range m.Build {

@@ -67,7 +67,7 @@ destroy:
 		{name: "no cluster", registry: "127.0.0.1:25000",
 			want: []string{"compose file: ", "dependency api: https://example.test/api.git (branch main): would be deployed unless it is already (no cluster to ask)",
 				"  variable API_TOKEN=******", "image for web: 127.0.0.1:25000/dev/shop-web:", "image for tools: acme/tools:1 (built when the registry does not have it)",
-				"  DEVTOOL_BUILD_WEB_IMAGE=127.0.0.1:25000/dev/shop-web:", "  DEVTOOL_BUILD_TOOLS_TAG=1", "  DB_PASSWORD=******", "  MODE=fast",
+				"  DEVTOOL_BUILD_WEB_IMAGE=127.0.0.1:25000/dev/shop-web:", "  DEVTOOL_BUILD_TOOLS_TAG=1", "  DEVTOOL_BUILD_TOOLS_SHA=<digest after the build>", "  DB_PASSWORD=******", "  MODE=fast",
 				"would run: touch ran; ./migrate --image 127.0.0.1:25000/dev/shop-web:", "--ns dev --password ****** --mode fast"},
 			absent: []string{"s3cr3t-pass", "tok-abcdef"}, warn: "a deploy copies host folder", webImage: "127.0.0.1:25000/dev/shop-web:"},
 		{name: "dependency deployed", registry: "127.0.0.1:25000", kube: fakeWithState, force: true,
