@@ -3,6 +3,7 @@ package environment
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/devtool/devtool/internal/build"
@@ -71,9 +72,17 @@ func (d *Deployer) dependencyNotes(ctx context.Context) map[string]string {
 	t := d.Target
 	for _, dep := range d.Env.Manifest.Dependencies {
 		name := deploy.SanitizeName(dep.Name)
+		var varErr error
+		for _, v := range sortedKeys(dep.Variables) {
+			if _, _, err := deploy.ParseVar(v + "=" + dep.Variables[v]); err != nil && varErr == nil {
+				varErr = err
+			}
+		}
 		switch {
 		case name == "":
 			notes[dep.Name] = "no valid environment name: the deploy would fail"
+		case varErr != nil:
+			notes[dep.Name] = "the deploy would fail: " + strings.Replace(varErr.Error(), "--var", "variable", 1)
 		case d.Dependencies:
 			notes[dep.Name] = "would be deployed (--dependencies)"
 		case t.Kube == nil || t.Kube.Clientset == nil:

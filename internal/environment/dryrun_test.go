@@ -270,3 +270,32 @@ func TestEmptyFileFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestDryRunDependencyNotes(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "devtool.yml"), `name: shop
+deploy: [echo]
+dependencies:
+  good: {repository: https://example.test/good.git}
+  bad: {repository: https://example.test/bad.git, variables: {DEVTOOL_X: "1"}}
+`)
+	env, err := Load(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Deployer{Env: env, Target: &contexts.Target{Namespace: "dev"}, DryRun: true}
+	res, err := d.Deploy(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Join(res.Plan, "\n")
+	for _, want := range []string{"dependency good: https://example.test/good.git: would be deployed unless it is already (no cluster to ask)",
+		"dependency bad: https://example.test/bad.git: the deploy would fail: variable \"DEVTOOL_X=1\": DEVTOOL_X is reserved"} {
+		if !strings.Contains(lines, want) {
+			t.Errorf("plan lacks %q:\n%s", want, lines)
+		}
+	}
+	if res.Objects != nil {
+		t.Errorf("objects without compose or endpoints: %+v", res.Objects)
+	}
+}
