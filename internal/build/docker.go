@@ -26,6 +26,7 @@ import (
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/solver/pb"
 	"golang.org/x/term"
+	"google.golang.org/grpc"
 )
 
 // DefaultDockerHost is the local Docker daemon when DOCKER_HOST is not set.
@@ -45,6 +46,9 @@ type Docker struct {
 	// Classic makes the daemon build with its classic builder even when it has BuildKit (as DOCKER_BUILDKIT=0
 	// does). Set it before the first Build.
 	Classic bool
+	// DialOptions are extra gRPC options for the daemon's BuildKit over /grpc (keepalive, see
+	// KeepaliveFromEnv). Set them before the first Build.
+	DialOptions []grpc.DialOption
 
 	client *dockerclient.Client
 
@@ -120,7 +124,7 @@ func (d *Docker) builder(ctx context.Context) (daemonBuilder, error) {
 	}
 	var db daemonBuilder
 	if d.Classic {
-		db.why = "the classic builder was asked for"
+		db.why = "the classic builder was asked for with " + EnvDockerBuildKit + "=0"
 	} else {
 		p, err := d.client.Ping(ctx)
 		if err != nil {
@@ -157,13 +161,24 @@ func (d *Docker) builder(ctx context.Context) (daemonBuilder, error) {
 // buildKitClient is a BuildKit client of the daemon's own BuildKit: gRPC over the hijacked /grpc
 // connection, the session over /session. The connections live as long as ctx.
 func (d *Docker) buildKitClient(ctx context.Context) (*client.Client, error) {
-	return client.New(ctx, "",
+	return client.New(ctx, "", d.buildKitClientOpts(ctx)...)
+}
+
+// buildKitClientOpts are the options of the daemon's BuildKit client: the hijacked dialers and the
+// extra gRPC options (keepalive).
+func (d *Docker) buildKitClientOpts(ctx context.Context) []client.ClientOpt {
+	opts := []client.ClientOpt{
 		client.WithContextDialer(func(context.Context, string) (net.Conn, error) {
 			return d.client.DialHijack(ctx, "/grpc", "h2c", nil)
 		}),
 		client.WithSessionDialer(func(ctx context.Context, proto string, meta map[string][]string) (net.Conn, error) {
 			return d.client.DialHijack(ctx, "/session", proto, meta)
-		}))
+		}),
+	}
+	for _, o := range d.DialOptions {
+		opts = append(opts, client.WithGRPCDialOption(o))
+	}
+	return opts
 }
 
 // dockerfileInTar is where the Dockerfile goes when it lies outside the context.
@@ -266,8 +281,11 @@ func (d *Docker) buildWithBuildKit(ctx context.Context, req Request, db daemonBu
 // buildClassic builds with the daemon's classic builder (a daemon without BuildKit; why says so).
 func (d *Docker) buildClassic(ctx context.Context, req Request, why string) (Result, error) {
 	if len(req.Secrets) > 0 {
-		return Result{}, fmt.Errorf("build secrets need BuildKit, and %s builds with its classic builder (%s): "+
-			"set BUILDKIT_HOST=HOST:PORT to a BuildKit daemon to use --secret", d.Name(), why)
+		hint := "set BUILDKIT_HOST=HOST:PORT to a BuildKit daemon to use --secret"
+		if d.Classic {
+			hint = "unset " + EnvDockerBuildKit + ", or " + hint
+		}
+		return Result{}, fmt.Errorf("build secrets need BuildKit, and %s builds with its classic builder (%s): %s", d.Name(), why, hint)
 	}
 	dockerfile := req.dockerfilePath()
 	patterns, err := ignorePatterns(req.Context, dockerfile)

@@ -1,6 +1,9 @@
 package build
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -121,5 +124,112 @@ func TestDockerSolveSpecNetwork(t *testing.T) {
 	}
 	if _, err := dockerSolveSpec(daemonBuilder{buildKit: true}, "mynet", nil); err == nil || !strings.Contains(err.Error(), `"mynet"`) {
 		t.Errorf("custom network: %v", err)
+	}
+}
+
+func TestDockerClassicFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		v       string
+		classic bool
+		bad     bool
+	}{
+		{"", false, false}, {"1", false, false}, {"true", false, false}, {" 0 ", true, false}, {"0", true, false},
+		{"false", true, false}, {"FALSE", true, false}, {"no", false, true}, {"2", false, true},
+	} {
+		classic, err := DockerClassicFromEnv(func(k string) string {
+			if k == EnvDockerBuildKit {
+				return c.v
+			}
+			return ""
+		})
+		if classic != c.classic || (err != nil) != c.bad || (err != nil && !strings.Contains(err.Error(), "DOCKER_BUILDKIT=")) {
+			t.Errorf("DOCKER_BUILDKIT=%q: classic %v, err %v", c.v, classic, err)
+		}
+	}
+}
+
+// fakeDockerd answers the Engine API's /_ping on loopback, as a daemon with BuildKit does.
+func fakeDockerd(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Api-Version", "1.45")
+		w.Header().Set("Ostype", "linux")
+		w.Header().Set("Builder-Version", "2")
+		if strings.HasSuffix(r.URL.Path, "/_ping") {
+			_, _ = w.Write([]byte("OK"))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return "tcp://" + strings.TrimPrefix(srv.URL, "http://")
+}
+
+// TestSelectDockerVariables: Select hands DOCKER_BUILDKIT and the keepalive variables to the
+// Docker backend (with a warning for the classic builder), and refuses bad values naming the
+// variable before it asks any daemon.
+func TestSelectDockerVariables(t *testing.T) {
+	host := fakeDockerd(t)
+	for _, c := range []struct {
+		name     string
+		env      map[string]string
+		classic  bool
+		dialOpts int
+		warn     string
+		err      string
+	}{
+		{name: "defaults", env: map[string]string{}},
+		{name: "classic", env: map[string]string{"DOCKER_BUILDKIT": "0"}, classic: true, warn: "DOCKER_BUILDKIT=0: Docker daemon at " + host + " builds with its classic builder: build secrets (--secret)"},
+		{name: "buildkit asked", env: map[string]string{"DOCKER_BUILDKIT": "1"}},
+		{name: "keepalive", env: map[string]string{EnvKeepaliveTime: "30000", EnvKeepalivePermitWithoutRPC: "true"}, dialOpts: 1},
+		{name: "bad DOCKER_BUILDKIT", env: map[string]string{"DOCKER_BUILDKIT": "maybe"}, err: `DOCKER_BUILDKIT="maybe"`},
+		{name: "bad time", env: map[string]string{EnvKeepaliveTime: "10s"}, err: `DEVTOOL_KEEPALIVE_CLIENT_TIME_MS="10s": want a number of milliseconds`},
+		{name: "bad timeout", env: map[string]string{EnvKeepaliveTime: "1000", EnvKeepaliveTimeout: "-5"}, err: `DEVTOOL_KEEPALIVE_CLIENT_TIMEOUT_MS="-5"`},
+		{name: "bad permit", env: map[string]string{EnvKeepalivePermitWithoutRPC: "sometimes"}, err: `DEVTOOL_KEEPALIVE_CLIENT_PERMIT_WITHOUT_STREAM="sometimes": want true or false`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := map[string]string{EnvDockerHost: host}
+			for k, v := range c.env {
+				env[k] = v
+			}
+			var warnings []string
+			b, err := Select(context.Background(), SelectOptions{Getenv: func(k string) string { return env[k] },
+				Warn: func(s string) { warnings = append(warnings, s) }})
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, ok := b.(*Docker)
+			if !ok {
+				t.Fatalf("builder %T", b)
+			}
+			defer d.Close()
+			if d.Classic != c.classic || len(d.DialOptions) != c.dialOpts {
+				t.Errorf("classic %v, dial options %d", d.Classic, len(d.DialOptions))
+			}
+			if got := len(d.buildKitClientOpts(context.Background())); got != 2+c.dialOpts {
+				t.Errorf("the daemon's BuildKit client has %d options, want %d", got, 2+c.dialOpts)
+			}
+			if (c.warn == "") != (len(warnings) == 0) || (c.warn != "" && !strings.Contains(warnings[0], c.warn)) {
+				t.Errorf("warnings %q, want %q", warnings, c.warn)
+			}
+		})
+	}
+}
+
+// TestClassicSecretHint: with DOCKER_BUILDKIT=0 a build secret is refused before the daemon is
+// asked anything, and the hint says how to get BuildKit back.
+func TestClassicSecretHint(t *testing.T) {
+	d := &Docker{Host: "unix:///nonexistent.sock", Classic: true}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM scratch\n", "s": "x"})
+	_, err := d.buildClassic(context.Background(), Request{Context: dir, Secrets: []Secret{{ID: "s", Src: dir + "/s"}}}, "asked")
+	if err == nil || !strings.Contains(err.Error(), "unset DOCKER_BUILDKIT") || !strings.Contains(err.Error(), "BUILDKIT_HOST") {
+		t.Errorf("err %v", err)
 	}
 }

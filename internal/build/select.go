@@ -21,7 +21,32 @@ const (
 	EnvKeepaliveTime             = "DEVTOOL_KEEPALIVE_CLIENT_TIME_MS"
 	EnvKeepaliveTimeout          = "DEVTOOL_KEEPALIVE_CLIENT_TIMEOUT_MS"
 	EnvKeepalivePermitWithoutRPC = "DEVTOOL_KEEPALIVE_CLIENT_PERMIT_WITHOUT_STREAM"
+	// EnvDockerBuildKit set to 0 (false) makes the Docker backend build with the daemon's classic
+	// builder, as with the Docker CLI.
+	EnvDockerBuildKit = "DOCKER_BUILDKIT"
 )
+
+// DockerClassicFromEnv reads DOCKER_BUILDKIT as the Docker CLI does: unset or empty keeps the
+// daemon's BuildKit; a boolean (1, 0, true, false, …) says whether to use it. Anything else is an
+// error naming the variable.
+func DockerClassicFromEnv(getenv func(string) string) (classic bool, err error) {
+	v := strings.TrimSpace(getenv(EnvDockerBuildKit))
+	if v == "" {
+		return false, nil
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q: want 1 (the daemon's BuildKit) or 0 (its classic builder)", EnvDockerBuildKit, v)
+	}
+	return !on, nil
+}
+
+// ClassicBuilderWarning is what the user is told when DOCKER_BUILDKIT=0 selects the classic builder.
+func ClassicBuilderWarning(name string) string {
+	return fmt.Sprintf("%s=0: %s builds with its classic builder: build secrets (--secret), RUN --mount and other "+
+		"BuildKit-only Dockerfile features do not work, and the cache is the image itself; unset %s to use the daemon's BuildKit",
+		EnvDockerBuildKit, name, EnvDockerBuildKit)
+}
 
 // Keepalive limits from the spec.
 const (
@@ -81,6 +106,9 @@ type SelectOptions struct {
 	Logger         *slog.Logger
 	// ProbeTimeout bounds each reachability check (default 5 s).
 	ProbeTimeout time.Duration
+	// Warn receives what the user should know about the builder chosen (DOCKER_BUILDKIT=0); nil
+	// logs it as a warning.
+	Warn func(string)
 }
 
 // Select picks the builder: the platform's build service when the context is a platform; else
@@ -111,6 +139,14 @@ func Select(ctx context.Context, opts SelectOptions) (Builder, error) {
 	if ka != nil {
 		dialOpts = append(dialOpts, grpc.WithKeepaliveParams(*ka))
 	}
+	classic, err := DockerClassicFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	warn := opts.Warn
+	if warn == nil {
+		warn = func(s string) { log.Warn(s) }
+	}
 
 	type candidate struct {
 		source string
@@ -135,6 +171,7 @@ func Select(ctx context.Context, opts SelectOptions) (Builder, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.Classic, d.DialOptions = classic, dialOpts
 	cands = append(cands, candidate{source, d})
 
 	var tried []string
@@ -148,6 +185,8 @@ func Select(ctx context.Context, opts SelectOptions) (Builder, error) {
 			}
 			if c.b != d {
 				_ = d.Close()
+			} else if d.Classic {
+				warn(ClassicBuilderWarning(d.Name()))
 			}
 			return c.b, nil
 		}

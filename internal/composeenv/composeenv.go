@@ -3,7 +3,6 @@
 package composeenv
 
 import (
-	"fmt"
 	"path/filepath"
 
 	"github.com/devtool/devtool/internal/compose"
@@ -47,10 +46,7 @@ func Load(o Options) (*Env, error) {
 		files = found
 	}
 	abs := make([]string, len(files))
-	for i, f := range files {
-		if f == "" {
-			return nil, fmt.Errorf("--file is empty")
-		}
+	for i, f := range files { // empty --file values are refused by internal/environment
 		if !filepath.IsAbs(f) {
 			f = filepath.Join(o.WorkDir, f)
 		}

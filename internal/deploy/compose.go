@@ -309,19 +309,52 @@ func (d *ComposeDeploy) prune(ctx context.Context, objs *kube.Objects, applied m
 	sort.Slice(items, func(i, j int) bool { return key(&items[i]) < key(&items[j]) })
 	for i := range items {
 		u := &items[i]
-		if !managedKinds[u.GetKind()] || applied[key(u)] || kube.IsKept(u) || len(u.GetOwnerReferences()) > 0 {
-			continue
-		}
-		if u.GetKind() == "PersistentVolumeClaim" {
+		switch pruneVerdict(u, applied) {
+		case pruneSkip:
+		case pruneKeepVolume:
 			d.Progress(fmt.Sprintf("volume %s is no longer used; kept (destroy --volumes removes it)", u.GetName()))
-			continue
-		}
-		d.Progress(fmt.Sprintf("removing %s %s (no longer in the manifest)", strings.ToLower(u.GetKind()), u.GetName()))
-		if err := objs.Delete(ctx, u); err != nil {
-			return err
+		case pruneDelete:
+			d.Progress(fmt.Sprintf("removing %s %s (no longer in the manifest)", strings.ToLower(u.GetKind()), u.GetName()))
+			if err := objs.Delete(ctx, u); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// PruneAll removes every object an earlier translation made for the environment (a devtool.yml
+// that dropped its compose and endpoints sections), keeping PVCs as prune does. Nothing is
+// applied and nothing is waited for.
+func (d *ComposeDeploy) PruneAll(ctx context.Context) error {
+	if d.Progress == nil {
+		d.Progress = func(string) {}
+	}
+	objs, err := d.Client.Objects()
+	if err != nil {
+		return err
+	}
+	return d.prune(ctx, objs, nil)
+}
+
+type pruneAction int
+
+const (
+	pruneSkip       pruneAction = iota // not ours to remove, or still applied
+	pruneKeepVolume                    // a PVC no longer used: kept
+	pruneDelete
+)
+
+// pruneVerdict decides what prune does with a labelled object found in the namespace, given the
+// objects this deploy applied (by key).
+func pruneVerdict(u *unstructured.Unstructured, applied map[string]bool) pruneAction {
+	switch {
+	case !managedKinds[u.GetKind()] || applied[key(u)] || kube.IsKept(u) || len(u.GetOwnerReferences()) > 0:
+		return pruneSkip
+	case u.GetKind() == "PersistentVolumeClaim":
+		return pruneKeepVolume
+	}
+	return pruneDelete
 }
 
 // notReady turns a wait failure into a NotReadyError naming the services not ready and why.

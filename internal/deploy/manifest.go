@@ -83,15 +83,17 @@ func (d *ManifestDeploy) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if d.Compose != nil && len(d.Compose.Objects) > 0 {
-		cd := &ComposeDeploy{Client: d.Client, Namespace: d.Namespace, Name: d.Name, Result: d.Compose,
-			Wait: d.Wait, Progress: d.Progress, NoState: true}
-		if err := cd.Run(ctx); err != nil {
-			return err
-		}
+	cd := &ComposeDeploy{Client: d.Client, Namespace: d.Namespace, Name: d.Name, Result: d.Compose,
+		Wait: d.Wait, Progress: d.Progress, NoState: true}
+	if !hasObjects(d.Compose) {
+		// No compose or endpoints part (any more): what they made in an earlier deploy goes.
+		return cd.PruneAll(ctx)
 	}
-	return nil
+	return cd.Run(ctx)
 }
+
+// hasObjects tells whether a deploy section's translation has anything to apply.
+func hasObjects(r *translate.Result) bool { return r != nil && len(r.Objects) > 0 }
 
 // CommandsRun says how to run a manifest's commands.
 type CommandsRun struct {

@@ -31,10 +31,13 @@ type Deployer struct {
 	Getenv  func(string) string // for the builder selection
 	Logger  *slog.Logger
 
-	Wait         bool
-	Timeout      time.Duration // 0: no deadline beyond ctx
-	Force        bool          // deploy --build: rebuild every image with a build section
-	DryRun       bool          // Compose environments only: translate, change nothing (Result.Objects)
+	Wait    bool
+	Timeout time.Duration // 0: no deadline beyond ctx
+	Force   bool          // deploy --build: rebuild every image with a build section
+	// DryRun changes nothing and runs nothing: a Compose file is translated (Result.Objects); a
+	// devtool.yml's compose and endpoints parts are translated and what its deploy would do is
+	// described (Result.Plan). No image is built, pushed or looked up in a registry.
+	DryRun       bool
 	Vars         map[string]string
 	Shell        string // "bash" (default) or "sh"
 	Dependencies bool   // deploy dependencies even when already deployed
@@ -59,6 +62,9 @@ type DeployResult struct {
 	Objects *translate.Result
 	// URLs are the public endpoints, in order.
 	URLs []string
+	// Plan is, for a dry run of a devtool.yml, what the deploy would do besides applying Objects
+	// (images, dependencies, variables and commands, secrets masked), one line each.
+	Plan []string
 }
 
 // DestroyResult says what destroy found.
@@ -90,7 +96,7 @@ func (d *Deployer) defaults() {
 		t := d.Target
 		d.NewBuilder = func(ctx context.Context) (build.Builder, error) {
 			return build.Select(ctx, build.SelectOptions{IsPlatform: t.IsPlatform, PlatformURL: t.ContextName,
-				ContextBuilder: t.Builder, Getenv: d.Getenv, Logger: d.Logger})
+				ContextBuilder: t.Builder, Getenv: d.Getenv, Logger: d.Logger, Warn: d.Warn})
 		}
 	}
 }
@@ -115,7 +121,7 @@ func (d *Deployer) Deploy(ctx context.Context) (*DeployResult, error) {
 		return d.deployCompose(ctx)
 	}
 	if d.DryRun {
-		return nil, fmt.Errorf("--dry-run works only for Compose environments: a devtool.yml runs commands")
+		return d.dryRunManifest(ctx)
 	}
 	return d.deployManifest(ctx)
 }
@@ -252,12 +258,12 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 			}
 		}
 		for _, s := range env.Project.Services {
-			if img, ok := images[s.Name]; ok { // built from the manifest's build section
+			if img, ok := builtImage(env.Project, images, s); ok { // built from the manifest's build section
 				s.Image, s.Build = img.Ref, nil
 			}
 		}
 		err = env.ResolveImages(ctx, composeenv.ImageOptions{Registry: t.Registry, Namespace: t.Namespace,
-			Force: d.Force, Progress: d.Out, Warn: d.Warn, NewBuilder: d.NewBuilder, AllowOutside: d.AllowOutsideVolumes})
+			Force: d.Force, DryRun: d.DryRun, Progress: d.Out, Warn: d.Warn, NewBuilder: d.NewBuilder, AllowOutside: d.AllowOutsideVolumes})
 		if err != nil {
 			return nil, err
 		}
@@ -280,28 +286,34 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 	return merged, nil
 }
 
-// keepServices keeps the named services and what they depend on.
+// keepServices keeps the named services and what they depend on. names are as written in the
+// devtool.yml, which may differ from the converted Kubernetes names (db_data → db-data); the
+// depends_on entries are already converted.
 func keepServices(p *compose.Project, names []string) error {
 	keep := map[string]bool{}
-	var visit func(string) error
-	visit = func(n string) error {
-		if keep[n] {
+	var visit func(*compose.Service) error
+	visit = func(s *compose.Service) error {
+		if keep[s.Name] {
 			return nil
 		}
-		s := p.Service(n)
-		if s == nil {
-			return fmt.Errorf("no service %q", n)
-		}
-		keep[n] = true
+		keep[s.Name] = true
 		for _, dep := range s.DependsOn {
-			if err := visit(dep.Service); err != nil {
+			ds := p.Service(dep.Service)
+			if ds == nil {
+				return fmt.Errorf("service %s depends on unknown service %q", s.Name, dep.Service)
+			}
+			if err := visit(ds); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	for _, n := range names {
-		if err := visit(n); err != nil {
+		s := p.ServiceNamed(n)
+		if s == nil {
+			return fmt.Errorf("no service %q", n)
+		}
+		if err := visit(s); err != nil {
 			return err
 		}
 	}
@@ -313,6 +325,22 @@ func keepServices(p *compose.Project, names []string) error {
 	}
 	p.Services = out
 	return nil
+}
+
+// builtImage finds the image the manifest's build section made for a Compose service, by its
+// converted name or by its name as written (the build section uses the names as written).
+func builtImage(p *compose.Project, images map[string]deploy.BuiltImage, s *compose.Service) (deploy.BuiltImage, bool) {
+	if img, ok := images[s.Name]; ok {
+		return img, true
+	}
+	for key, to := range p.Renamed {
+		if written, ok := strings.CutPrefix(key, "service:"); ok && to == s.Name {
+			if img, ok := images[written]; ok {
+				return img, true
+			}
+		}
+	}
+	return deploy.BuiltImage{}, false
 }
 
 // deployDependencies deploys each dependency not yet deployed in the namespace (all of them with
@@ -463,13 +491,17 @@ func (d *Deployer) destroyNamed(ctx context.Context, n string, own bool) (*Destr
 	defer func() { _ = lock.Release(ctx) }()
 	if m := d.Env.Manifest; own && m != nil && !m.Inferred && len(m.Destroy) > 0 {
 		branch, commit := deploy.GitInfo(m.Dir)
+		images, problems := PlannedImages(m, t.Registry, t.Namespace, n)
+		for _, p := range problems {
+			d.Warn(p)
+		}
 		d.Progress(fmt.Sprintf("Running the destroy commands of %s", n))
 		err := deploy.RunManifestCommands(ctx, deploy.CommandsRun{
 			Client: t.Kube, Namespace: t.Namespace, Name: n, Shell: d.Shell, Dir: m.Dir,
 			Out: d.Out, Logger: d.Logger, Warn: d.Warn,
 			Env: deploy.CommandEnv{Environ: d.Environ, DotEnv: m.DotEnv, Namespace: t.Namespace,
 				Context: t.ContextName, Name: n, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
-				BuildkitHost: d.Environ["BUILDKIT_HOST"]},
+				BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images},
 		}, m.Destroy)
 		if err != nil {
 			return nil, fmt.Errorf("destroying %s: %w", n, err)

@@ -141,16 +141,9 @@ func loadCompose(o Options, paths ...string) (*Environment, error) {
 	return &Environment{Name: ce.Name, Dir: ce.Dir, File: ce.File, Manifest: m, Compose: ce, Warnings: ce.Project.Warnings}, nil
 }
 
-// BuildSections lists the services of a Compose project that have a build section, in file order.
-func BuildSections(p *compose.Project) []*manifest.BuildService {
-	var out []*manifest.BuildService
-	for _, s := range p.Services {
-		if s.Build != nil {
-			out = append(out, &manifest.BuildService{Service: s.Name, Image: s.Image, Build: s.Build, Pos: s.Pos})
-		}
-	}
-	return out
-}
+// BuildSections lists the services of a Compose project that have a build section, in file order
+// (manifest.BuildSections, kept here for callers of this package).
+func BuildSections(p *compose.Project) []*manifest.BuildService { return manifest.BuildSections(p) }
 
 // Name is the one naming rule: the flag, else the file's name key, else the repository's name
 // (git origin remote, else the folder holding .git), else dir's name; a valid Kubernetes name.

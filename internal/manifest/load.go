@@ -167,12 +167,20 @@ func fromCompose(opts LoadOptions, path string) (*Manifest, error) {
 	}
 	m := &Manifest{File: abs, Dir: filepath.Dir(abs), Inferred: true, Name: proj.Name,
 		Deploy: Deploy{Compose: []ComposeFile{{File: abs, Merge: merge, Pos: yamlsrc.Position{File: abs}}}}}
-	for _, s := range proj.Services {
+	m.Build = BuildSections(proj)
+	return m, nil
+}
+
+// BuildSections lists the services of a Compose project that have a build section, in file
+// order: the build section of the manifest a Compose file stands for.
+func BuildSections(p *compose.Project) []*BuildService {
+	var out []*BuildService
+	for _, s := range p.Services {
 		if s.Build != nil {
-			m.Build = append(m.Build, &BuildService{Service: s.Name, Image: s.Image, Build: s.Build, Pos: s.Pos})
+			out = append(out, &BuildService{Service: s.Name, Image: s.Image, Build: s.Build, Pos: s.Pos})
 		}
 	}
-	return m, nil
+	return out
 }
 
 // isComposeName tells whether a file is named like a Compose file (compose.yaml,

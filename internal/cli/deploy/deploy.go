@@ -59,7 +59,7 @@ docker-compose.yaml or docker-compose.yml) into Kubernetes objects and applies t
 apply, in depends_on order. Objects that left the file are removed; volumes are kept.`,
 		Example: `  devtool deploy
   devtool deploy --file compose.yml --namespace dev --wait
-  devtool deploy --dry-run > objects.yaml
+  devtool deploy --dry-run > objects.yaml   # a devtool.yml's plan goes to stderr
   devtool deploy --var MODE=test --no-bash`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -79,7 +79,7 @@ apply, in depends_on order. Objects that left the file are removed; volumes are 
 	opts.Env.AddFlags(cmd, "")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "wait until every service is ready")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long to wait for the deploy")
-	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the objects as YAML and change nothing")
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print the objects as YAML (and for a devtool.yml the images, dependencies and commands on stderr); build, run and change nothing")
 	cmd.Flags().BoolVar(&opts.Build, "build", false, "build and push every image with a build section, even when the registry has it")
 	cmd.Flags().StringArrayVar(&opts.Vars, "var", nil, "a variable NAME=value for the deploy commands (repeatable)")
 	cmd.Flags().BoolVar(&opts.NoBash, "no-bash", false, "run the deploy commands with sh -c instead of bash -c")
@@ -105,9 +105,6 @@ func run(ctx context.Context, opts *Options) error {
 	env, err := environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
 	if err != nil {
 		return err
-	}
-	if opts.DryRun && !env.IsCompose() {
-		return cmdutil.FlagErrorf("--dry-run works only for Compose environments: a devtool.yml runs commands")
 	}
 	target, err := dryRunTarget(opts)
 	if err != nil {
@@ -138,12 +135,7 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if opts.DryRun {
-		out, err := translate.ToYAML(res.Objects.Objects)
-		if err != nil {
-			return err
-		}
-		_, err = opts.IO.Out.Write(out)
-		return err
+		return printDryRun(opts.IO, res)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "Environment %s deployed to namespace %s\n", env.Name, target.Namespace)
 	for _, u := range res.URLs {
@@ -152,6 +144,23 @@ func run(ctx context.Context, opts *Options) error {
 		}
 	}
 	return nil
+}
+
+// printDryRun writes a dry run: what a devtool.yml's deploy would do on stderr, the objects it
+// would apply as YAML on stdout (nothing when it has no compose or endpoints part).
+func printDryRun(ios *iostreams.IOStreams, res *environment.DeployResult) error {
+	for _, l := range res.Plan {
+		fmt.Fprintln(ios.ErrOut, l)
+	}
+	if res.Objects == nil || len(res.Objects.Objects) == 0 {
+		return nil
+	}
+	out, err := translate.ToYAML(res.Objects.Objects)
+	if err != nil {
+		return err
+	}
+	_, err = ios.Out.Write(out)
+	return err
 }
 
 // dryRunTarget resolves the target. A dry run needs no cluster: when no kubeconfig can be used

@@ -7,8 +7,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
+	"github.com/devtool/devtool/internal/translate"
 )
 
 func parse(t *testing.T, args ...string) (*Options, error) {
@@ -43,6 +49,30 @@ func TestReservedVarIsAFlagError(t *testing.T) {
 		var fe *cmdutil.FlagError
 		if !errors.As(err, &fe) {
 			t.Errorf("--var %s: err %v, want a flag error", v, err)
+		}
+	}
+}
+
+// TestPrintDryRun: a devtool.yml's plan goes to stderr, the objects as YAML to stdout (nothing
+// when there are none), so `deploy --dry-run > objects.yaml` keeps only YAML.
+func TestPrintDryRun(t *testing.T) {
+	svc := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: metav1.ObjectMeta{Name: "web"}}
+	for _, c := range []struct {
+		res          *environment.DeployResult
+		out, errOut  string
+		outIsNothing bool
+	}{
+		{&environment.DeployResult{Plan: []string{"would run: echo"}, Objects: &translate.Result{Objects: []runtime.Object{svc}}}, "kind: Service", "would run: echo\n", false},
+		{&environment.DeployResult{Plan: []string{"would run: echo"}}, "", "would run: echo\n", true},
+		{&environment.DeployResult{Plan: []string{"a", "b"}, Objects: &translate.Result{}}, "", "a\nb\n", true},
+	} {
+		ios, _, out, errOut := iostreams.Test()
+		if err := printDryRun(ios, c.res); err != nil {
+			t.Fatal(err)
+		}
+		if errOut.String() != c.errOut || !strings.Contains(out.String(), c.out) || (c.outIsNothing && out.Len() != 0) ||
+			strings.Contains(out.String(), "would run") {
+			t.Errorf("stdout %q, stderr %q", out.String(), errOut.String())
 		}
 	}
 }
