@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // Builder builds one image. Implementations: *BuildKit, *Docker, *Platform.
@@ -133,7 +135,9 @@ func (r Request) validate() error {
 	} else if !st.IsDir() {
 		return fmt.Errorf("build context %s is not a folder", r.Context)
 	}
-	if _, err := os.Stat(r.dockerfilePath()); err != nil {
+	// The builders hand the Dockerfile to BuildKit or the daemon: check here that it is a
+	// regular file under the cap, so no builder waits on a FIFO or streams /dev/zero.
+	if _, err := safefile.Read(r.dockerfilePath(), MaxDockerfileBytes); err != nil {
 		return fmt.Errorf("dockerfile: %w", err)
 	}
 	if len(r.Tags) == 0 {

@@ -10,6 +10,14 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/devtool/devtool/internal/safefile"
+)
+
+// MaxDockerfileBytes caps a Dockerfile; MaxIgnoreFileBytes caps a .dockerignore.
+const (
+	MaxDockerfileBytes = 4 << 20
+	MaxIgnoreFileBytes = 4 << 20
 )
 
 // ContentTag computes the content-hash tag of a build: a digest of every file of the context that
@@ -28,7 +36,7 @@ func ContentTag(req Request) (string, error) {
 	if err := hashTree(h, req.Context, patterns); err != nil {
 		return "", err
 	}
-	df, err := os.ReadFile(dockerfile)
+	df, err := safefile.Read(dockerfile, MaxDockerfileBytes)
 	if err != nil {
 		return "", fmt.Errorf("dockerfile: %w", err)
 	}
@@ -88,7 +96,8 @@ func hashTree(h io.Writer, dir string, patterns []string) error {
 }
 
 func fileDigest(path string) (string, error) {
-	f, err := os.Open(path)
+	// safefile.Open: a file swapped for a FIFO after the walk saw it is refused, not waited on.
+	f, err := safefile.Open(path)
 	if err != nil {
 		return "", err
 	}

@@ -36,6 +36,9 @@ func Load(o LoadOptions) (*Client, error) {
 		rules.ExplicitPath = ""
 		rules.Precedence = splitPathList(o.Kubeconfig)
 	}
+	if err := CheckKubeconfigFiles(rules.GetLoadingPrecedence()); err != nil {
+		return nil, err
+	}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.Context}
 	if o.Namespace != "" {
 		overrides.Context.Namespace = o.Namespace
@@ -44,6 +47,13 @@ func Load(o LoadOptions) (*Client, error) {
 	raw, err := cc.RawConfig()
 	if err != nil {
 		return nil, fmt.Errorf("reading kubeconfig: %w", err)
+	}
+	ctxName := o.Context
+	if ctxName == "" {
+		ctxName = raw.CurrentContext
+	}
+	if err := CheckReferencedFiles(&raw, ctxName); err != nil {
+		return nil, err
 	}
 	cfg, err := cc.ClientConfig()
 	if err != nil {
@@ -56,9 +66,8 @@ func Load(o LoadOptions) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the namespace from kubeconfig: %w", err)
 	}
-	ctxName := o.Context
-	if ctxName == "" {
-		ctxName = raw.CurrentContext
+	if err := InlineFiles(cfg, ctxName); err != nil {
+		return nil, err
 	}
 	return NewClient(cfg, ns, ctxName)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/devtool/devtool/internal/compose"
 	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // Guesses is what init found in a folder. Paths are relative to the folder, with forward slashes.
@@ -57,6 +58,9 @@ func (g *Guesses) Empty() bool {
 const maxDepth = 3
 
 // skipDirs are never searched.
+// maxScannedBytes caps each file init reads while scanning (YAML manifests, Chart.yaml).
+const maxScannedBytes = 4 << 20
+
 var skipDirs = map[string]bool{".git": true, "node_modules": true, "vendor": true, ".devtool": true, "testdata": true, ".venv": true, "target": true}
 
 // Detect looks at dir and guesses what a manifest should hold. name names the project (a
@@ -171,11 +175,7 @@ func uniqueServices(bs []BuildGuess) {
 // isKubernetesYAML reports whether a file holds at least one document with apiVersion and kind
 // at the top level (plain manifests; Helm templates are never searched).
 func isKubernetesYAML(path string) bool {
-	st, err := os.Stat(path)
-	if err != nil || st.Size() > 4<<20 {
-		return false
-	}
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, maxScannedBytes) // FIFOs, devices and huge files are not manifests
 	if err != nil || bytes.Contains(data, []byte("{{")) {
 		return false
 	}
@@ -204,7 +204,7 @@ func chartName(dir, project, rel string) string {
 	var c struct {
 		Name string `yaml:"name"`
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "Chart.yaml")); err == nil {
+	if data, err := safefile.Read(filepath.Join(dir, "Chart.yaml"), maxScannedBytes); err == nil {
 		_ = yaml.Unmarshal(data, &c)
 	}
 	for _, n := range []string{c.Name, filepath.Base(rel), project} {
