@@ -162,7 +162,7 @@ func readConfig(path string) (*Config, error) {
 		return &Config{Contexts: map[string]*Context{}}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the context store %s: %w", path, err)
+		return nil, fmt.Errorf("cannot read the context store: %w", err) // err names the file
 	}
 	cfg := &Config{}
 	if len(strings.TrimSpace(string(data))) == 0 {
