@@ -4,6 +4,7 @@ package kube
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -27,6 +28,9 @@ type LoadOptions struct {
 	Kubeconfig string
 	Context    string
 	Namespace  string
+	// CredentialPluginTimeout bounds the kubeconfig user's credential plugin (see
+	// BoundCredentialPlugin): 0 means DefaultCredentialPluginTimeout, negative no deadline.
+	CredentialPluginTimeout time.Duration
 }
 
 // Load builds a Client. The kubeconfig file is only read, never rewritten.
@@ -67,6 +71,17 @@ func Load(o LoadOptions) (*Client, error) {
 		return nil, fmt.Errorf("reading the namespace from kubeconfig: %w", err)
 	}
 	if err := InlineFiles(cfg, ctxName); err != nil {
+		return nil, err
+	}
+	timeout := o.CredentialPluginTimeout
+	if timeout == 0 {
+		timeout = DefaultCredentialPluginTimeout
+	}
+	user := ""
+	if c := raw.Contexts[ctxName]; c != nil {
+		user = c.AuthInfo
+	}
+	if err := BoundCredentialPlugin(cfg, user, timeout); err != nil {
 		return nil, err
 	}
 	return NewClient(cfg, ns, ctxName)
