@@ -162,4 +162,3 @@ func writeKubeconfigExec(t *testing.T, p, server, plugin string) string {
 		"      command: "+plugin+"\n      interactiveMode: Never\n      provideClusterInfo: true\n")
 	return p
 }
-
