@@ -1,6 +1,7 @@
 package build
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -24,7 +25,8 @@ const (
 // .dockerignore keeps (path, type, permissions, content), the Dockerfile, the target, the build args
 // and the secret ids (not the secrets' content). Two builds with the same tag produce the same image
 // as far as devtool can tell, so a registry that already has the tag needs no build.
-func ContentTag(req Request) (string, error) {
+// It stops with ctx's error when ctx ends (between files, and within a large file).
+func ContentTag(ctx context.Context, req Request) (string, error) {
 	dockerfile := req.dockerfilePath()
 	patterns, err := ignorePatterns(req.Context, dockerfile)
 	if err != nil {
@@ -33,7 +35,7 @@ func ContentTag(req Request) (string, error) {
 	h := sha256.New()
 	field := func(kind, s string) { fmt.Fprintf(h, "%s %d %s\n", kind, len(s), s) }
 	field("v", "devtool-build-1")
-	if err := hashTree(h, req.Context, patterns); err != nil {
+	if err := hashTree(ctx, h, req.Context, patterns); err != nil {
 		return "", err
 	}
 	df, err := safefile.Read(dockerfile, MaxDockerfileBytes)
@@ -58,9 +60,12 @@ func ContentTag(req Request) (string, error) {
 
 // hashTree writes to h every file, folder and symlink of dir that patterns keep: path, type,
 // permissions and content digest.
-func hashTree(h io.Writer, dir string, patterns []string) error {
+func hashTree(ctx context.Context, h io.Writer, dir string, patterns []string) error {
 	field := func(kind, s string) { fmt.Fprintf(h, "%s %d %s\n", kind, len(s), s) }
 	err := walkContext(dir, patterns, func(rel, abs string, d fs.DirEntry) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -80,7 +85,7 @@ func hashTree(h io.Writer, dir string, patterns []string) error {
 		case mode.IsRegular():
 			field("file", rel)
 			field("mode", mode.String())
-			sum, err := fileDigest(abs)
+			sum, err := fileDigest(ctx, abs)
 			if err != nil {
 				return err
 			}
@@ -90,12 +95,15 @@ func hashTree(h io.Writer, dir string, patterns []string) error {
 		return nil
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return fmt.Errorf("reading build context %s: %w", dir, err)
 	}
 	return nil
 }
 
-func fileDigest(path string) (string, error) {
+func fileDigest(ctx context.Context, path string) (string, error) {
 	// safefile.Open: a file swapped for a FIFO after the walk saw it is refused, not waited on.
 	f, err := safefile.Open(path)
 	if err != nil {
@@ -103,10 +111,23 @@ func fileDigest(path string) (string, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ctxReader fails with ctx's error once ctx ends: hashing a file of gigabytes stops at once.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 var invalidNameChars = regexp.MustCompile(`[^a-z0-9]+`)

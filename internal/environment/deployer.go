@@ -129,7 +129,7 @@ func (d *Deployer) deployCompose(ctx context.Context) (*DeployResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := translate.Translate(env.Project, translate.Options{Name: d.Env.Name, Namespace: t.Namespace, ClusterDomain: t.ClusterDomain})
+	res, err := translate.TranslateContext(ctx, env.Project, translate.Options{Name: d.Env.Name, Namespace: t.Namespace, ClusterDomain: t.ClusterDomain})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -102,7 +103,9 @@ func parseVars(list []string) (map[string]string, error) {
 }
 
 func run(ctx context.Context, opts *Options) error {
-	env, err := environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
+	env, err := interruptible(ctx, func() (*environment.Environment, error) {
+		return environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
+	})
 	if err != nil {
 		return err
 	}
@@ -138,12 +141,11 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if opts.DryRun {
-		out, err := translate.ToYAML(res.Objects.Objects)
+		out, err := translate.ToYAMLContext(ctx, res.Objects.Objects)
 		if err != nil {
 			return err
 		}
-		_, err = opts.IO.Out.Write(out)
-		return err
+		return writeContext(ctx, opts.IO.Out, out)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "Environment %s deployed to namespace %s\n", env.Name, target.Namespace)
 	for _, u := range res.URLs {
@@ -167,4 +169,45 @@ func dryRunTarget(opts *Options) (*cmdutil.Target, error) {
 		target.Namespace = "default"
 	}
 	return target, nil
+}
+
+// interruptible runs f, work without side effects (reading and checking files), and returns
+// ctx's error as soon as ctx ends. The YAML parser cannot be interrupted, so a Ctrl-C while a huge
+// Compose file loads abandons the load (the process exits right after) instead of waiting for it.
+func interruptible[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1) // buffered: an abandoned f ends without blocking
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// writeContext writes b in pieces and stops with ctx's error when ctx ends: printing megabytes of
+// dry run to a terminal takes seconds.
+func writeContext(ctx context.Context, w io.Writer, b []byte) error {
+	for len(b) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(len(b), 64<<10)
+		if _, err := w.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }
