@@ -86,6 +86,14 @@ func TestSIGINTStopsLongWork(t *testing.T) {
 	}
 	sparse(t, filepath.Join(ctxProject, "app", "zz-huge.bin"), 8<<30)
 
+	// A folder for init to scan: 2,000 YAML files of 4 MiB (sparse) in sub-folders, each read whole.
+	scan := filepath.Join(root, "scan")
+	for i := 0; i < 2000; i++ {
+		p := filepath.Join(scan, "k8s", fmt.Sprintf("d%d", i%20), fmt.Sprintf("m%d.yaml", i))
+		write(t, p, "")
+		sparse(t, p, 4<<20-1)
+	}
+
 	kubeconfig := writeKubeconfig(t, filepath.Join(root, "kubeconfig"), "") // 127.0.0.1:1: nothing is contacted
 
 	for _, c := range []struct {
@@ -98,6 +106,7 @@ func TestSIGINTStopsLongWork(t *testing.T) {
 		{"deploy --dry-run of 10,000 services, later (translating or printing)", huge, []string{"deploy", "--dry-run", "-n", "dev"}, 1500 * time.Millisecond},
 		{"deploy --dry-run hashing a huge build context", ctxProject, []string{"deploy", "--dry-run", "-n", "dev"}, 700 * time.Millisecond},
 		{"build hashing a huge build context", filepath.Join(ctxProject, "app"), []string{"build", "-f", "Dockerfile", "-n", "dev"}, 700 * time.Millisecond},
+		{"init scanning a big folder", scan, []string{"init"}, 700 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			home := t.TempDir()

@@ -3,6 +3,7 @@ package initcmd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -65,7 +66,8 @@ var skipDirs = map[string]bool{".git": true, "node_modules": true, "vendor": tru
 
 // Detect looks at dir and guesses what a manifest should hold. name names the project (a
 // Dockerfile at the root builds the service of that name).
-func Detect(dir, name string) (*Guesses, error) {
+// It stops with ctx's error when ctx ends (the walk checks it at every entry).
+func Detect(ctx context.Context, dir, name string) (*Guesses, error) {
 	g := &Guesses{}
 	if f, err := compose.FindFile(dir); err == nil {
 		g.Compose = filepath.Base(f)
@@ -73,6 +75,9 @@ func Detect(dir, name string) (*Guesses, error) {
 	var charts []string
 	yamlDirs := map[string]bool{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
 		if err != nil {
 			if path == dir {
 				return err

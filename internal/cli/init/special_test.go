@@ -3,6 +3,7 @@
 package initcmd
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -51,7 +52,7 @@ func TestDetectSpecialFiles(t *testing.T) {
 	var g *Guesses
 	go func() {
 		defer close(done)
-		g, err = Detect(dir, "shop")
+		g, err = Detect(context.Background(), dir, "shop")
 	}()
 	select {
 	case <-done:
