@@ -107,6 +107,11 @@ func TestSIGINTStopsLongWork(t *testing.T) {
 		{"deploy --dry-run hashing a huge build context", ctxProject, []string{"deploy", "--dry-run", "-n", "dev"}, 700 * time.Millisecond},
 		{"build hashing a huge build context", filepath.Join(ctxProject, "app"), []string{"build", "-f", "Dockerfile", "-n", "dev"}, 700 * time.Millisecond},
 		{"init scanning a big folder", scan, []string{"init"}, 700 * time.Millisecond},
+		// Commands that load the environment before reaching the cluster (127.0.0.1:1 here).
+		{"endpoints loading 10,000 services", huge, []string{"endpoints", "-n", "dev"}, 300 * time.Millisecond},
+		{"logs loading 10,000 services", huge, []string{"logs", "-n", "dev"}, 300 * time.Millisecond},
+		{"destroy loading 10,000 services", huge, []string{"destroy", "-n", "dev"}, 300 * time.Millisecond},
+		{"build loading 10,000 services", huge, []string{"build", "-n", "dev"}, 300 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			home := t.TempDir()

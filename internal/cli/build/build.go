@@ -136,7 +136,9 @@ func run(ctx context.Context, opts *Options) error {
 		return runDockerfile(ctx, opts, sel, target, mode)
 	}
 
-	env, err := environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
+	env, err := cmdutil.Interruptible(ctx, func() (*environment.Environment, error) {
+		return environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
+	})
 	if err != nil {
 		return err
 	}

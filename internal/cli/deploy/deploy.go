@@ -103,7 +103,7 @@ func parseVars(list []string) (map[string]string, error) {
 }
 
 func run(ctx context.Context, opts *Options) error {
-	env, err := interruptible(ctx, func() (*environment.Environment, error) {
+	env, err := cmdutil.Interruptible(ctx, func() (*environment.Environment, error) {
 		return environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
 	})
 	if err != nil {
@@ -169,31 +169,6 @@ func dryRunTarget(opts *Options) (*cmdutil.Target, error) {
 		target.Namespace = "default"
 	}
 	return target, nil
-}
-
-// interruptible runs f, work without side effects (reading and checking files), and returns
-// ctx's error as soon as ctx ends. The YAML parser cannot be interrupted, so a Ctrl-C while a huge
-// Compose file loads abandons the load (the process exits right after) instead of waiting for it.
-func interruptible[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1) // buffered: an abandoned f ends without blocking
-	go func() {
-		v, err := f()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	}
 }
 
 // writeContext writes b in pieces and stops with ctx's error when ctx ends: printing megabytes of
