@@ -144,12 +144,17 @@ func (r Request) validate() error {
 		return errors.New("no image name to build")
 	}
 	for _, s := range r.Secrets {
-		if _, err := os.Stat(s.Src); err != nil {
+		// BuildKit reads the file during the build (os.ReadFile): check it is a regular file
+		// within BuildKit's own limit first, so a FIFO or /dev/zero is an error, not a hang.
+		if _, err := safefile.Read(s.Src, MaxBuildSecretBytes); err != nil {
 			return fmt.Errorf("secret %s: %w", s.ID, err)
 		}
 	}
 	return nil
 }
+
+// MaxBuildSecretBytes is BuildKit's limit for a build secret (secrets.MaxSecretSize).
+const MaxBuildSecretBytes = 500 * 1024
 
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
