@@ -17,10 +17,16 @@ import (
 // an error naming the file.
 func TestSpecialBuildFiles(t *testing.T) {
 	specials := map[string]func(t *testing.T, p string, cap int64){
-		"fifo":         func(t *testing.T, p string, _ int64) { must(t, syscall.Mkfifo(p, 0o600)) },
-		"dev-zero":     func(t *testing.T, p string, _ int64) { must(t, os.Symlink("/dev/zero", p)) },
-		"over-cap":     func(t *testing.T, p string, cap int64) { must(t, os.WriteFile(p, nil, 0o600)); must(t, os.Truncate(p, cap+1)) },
-		"link-to-fifo": func(t *testing.T, p string, _ int64) { must(t, syscall.Mkfifo(p+".p", 0o600)); must(t, os.Symlink(p+".p", p)) },
+		"fifo":     func(t *testing.T, p string, _ int64) { must(t, syscall.Mkfifo(p, 0o600)) },
+		"dev-zero": func(t *testing.T, p string, _ int64) { must(t, os.Symlink("/dev/zero", p)) },
+		"over-cap": func(t *testing.T, p string, cap int64) {
+			must(t, os.WriteFile(p, nil, 0o600))
+			must(t, os.Truncate(p, cap+1))
+		},
+		"link-to-fifo": func(t *testing.T, p string, _ int64) {
+			must(t, syscall.Mkfifo(p+".p", 0o600))
+			must(t, os.Symlink(p+".p", p))
+		},
 	}
 	for kind, mk := range specials {
 		for _, file := range []string{"Dockerfile", ".dockerignore", "secret"} {
