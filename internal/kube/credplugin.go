@@ -75,8 +75,9 @@ func BoundCredentialPlugin(cfg *rest.Config, user string, timeout time.Duration)
 		return nil // client-go refuses the combination with its own error
 	}
 	cfg.ExecProvider = nil
-	if cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.Username != "" || cfg.Password != "" ||
-		cfg.CertFile != "" || len(cfg.CertData) > 0 || cfg.KeyFile != "" || len(cfg.KeyData) > 0 {
+	// client-go's own test (transport.Config HasTokenAuth, HasBasicAuth, HasCertAuth).
+	hasCert := (cfg.CertFile != "" || len(cfg.CertData) > 0) && (cfg.KeyFile != "" || len(cfg.KeyData) > 0)
+	if cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.Username != "" || hasCert {
 		return nil
 	}
 	gv, ok := credentialVersions[ec.APIVersion]
