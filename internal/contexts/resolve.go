@@ -191,16 +191,18 @@ func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 		return nil, err
 	}
 	// A credential plugin gets a deadline (DEVTOOL_CREDENTIAL_PLUGIN_TIMEOUT, default 30s).
-	pluginTimeout, err := kube.ParseCredentialPluginTimeout(r.getenv(kube.CredentialPluginTimeoutEnv))
-	if err != nil {
-		return nil, err
-	}
-	user := ""
-	if c := sel.Kubeconfig.Config.Contexts[sel.KubeContext]; c != nil {
-		user = c.AuthInfo
-	}
-	if err := kube.BoundCredentialPlugin(restCfg, user, pluginTimeout); err != nil {
-		return nil, err
+	if restCfg.ExecProvider != nil {
+		pluginTimeout, err := kube.ParseCredentialPluginTimeout(r.getenv(kube.CredentialPluginTimeoutEnv))
+		if err != nil {
+			return nil, err
+		}
+		user := ""
+		if c := sel.Kubeconfig.Config.Contexts[sel.KubeContext]; c != nil {
+			user = c.AuthInfo
+		}
+		if err := kube.BoundCredentialPlugin(restCfg, user, pluginTimeout); err != nil {
+			return nil, err
+		}
 	}
 	kc, err := kube.NewClient(restCfg, sel.Namespace, sel.KubeContext)
 	if err != nil {
