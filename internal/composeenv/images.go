@@ -75,6 +75,12 @@ func (e *Env) ResolveImages(ctx context.Context, o ImageOptions) error {
 
 // nameImages computes the names a real deploy would use, reading only local files.
 func (e *Env) nameImages(ctx context.Context, images []build.Image, o ImageOptions) error {
+	byName := make(map[string]*compose.Service, len(e.Project.Services)) // Project.Service is a linear search
+	for _, s := range e.Project.Services {
+		if s != nil && byName[s.Name] == nil {
+			byName[s.Name] = s
+		}
+	}
 	for _, img := range images {
 		if img.Image != "" {
 			continue
@@ -88,7 +94,7 @@ func (e *Env) nameImages(ctx context.Context, images []build.Image, o ImageOptio
 			o.Warn(err.Error())
 			continue
 		}
-		e.Project.Service(img.Service).Image = ref
+		byName[img.Service].Image = ref
 	}
 	return nil
 }
