@@ -28,7 +28,7 @@ func writeFiles(t testing.TB, dir string, files map[string]string) {
 
 func tagOf(t *testing.T, req Request) string {
 	t.Helper()
-	tag, err := ContentTag(context.Background(), req)
+	tag, err := ContentTag(req)
 	if err != nil {
 		t.Fatal(err)
 	}

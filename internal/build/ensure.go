@@ -87,7 +87,7 @@ func EnsureImages(ctx context.Context, opts EnsureOptions, images []Image) (map[
 		ref := img.Image
 		skippable := opts.OnlyMissing
 		if ref == "" {
-			tag, err := ContentTag(ctx, req)
+			tag, err := ContentTagContext(ctx, req)
 			if err != nil {
 				return nil, fmt.Errorf("service %s: %w", img.Service, err)
 			}

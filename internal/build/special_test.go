@@ -52,7 +52,7 @@ func TestSpecialBuildFiles(t *testing.T) {
 						done <- req.validate()
 						return
 					}
-					_, err := ContentTag(context.Background(), req)
+					_, err := ContentTagContext(context.Background(), req)
 					if err == nil {
 						err = req.validate()
 					}

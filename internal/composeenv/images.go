@@ -85,7 +85,7 @@ func (e *Env) nameImages(ctx context.Context, images []build.Image, o ImageOptio
 		if img.Image != "" {
 			continue
 		}
-		tag, err := build.ContentTag(ctx, build.Request{Context: img.Build.Context, Dockerfile: img.Build.Dockerfile, Target: img.Build.Target, Args: img.Build.Args})
+		tag, err := build.ContentTagContext(ctx, build.Request{Context: img.Build.Context, Dockerfile: img.Build.Dockerfile, Target: img.Build.Target, Args: img.Build.Args})
 		if err != nil {
 			return fmt.Errorf("service %s: %w", img.Service, err)
 		}

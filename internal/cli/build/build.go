@@ -243,7 +243,7 @@ func runDockerfile(ctx context.Context, opts *Options, sel build.SelectOptions, 
 		if target == nil || registry == "" || registry == "-" {
 			return cmdutil.FlagErrorf("--tag is required to build a Dockerfile when there is no registry and namespace to name the image")
 		}
-		hash, err := build.ContentTag(ctx, req)
+		hash, err := build.ContentTagContext(ctx, req)
 		if err != nil {
 			return err
 		}
