@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // Builder builds one image. Implementations: *BuildKit, *Docker, *Platform.
@@ -133,19 +135,26 @@ func (r Request) validate() error {
 	} else if !st.IsDir() {
 		return fmt.Errorf("build context %s is not a folder", r.Context)
 	}
-	if _, err := os.Stat(r.dockerfilePath()); err != nil {
+	// The builders hand the Dockerfile to BuildKit or the daemon: check here that it is a
+	// regular file under the cap, so no builder waits on a FIFO or streams /dev/zero.
+	if _, err := safefile.Read(r.dockerfilePath(), MaxDockerfileBytes); err != nil {
 		return fmt.Errorf("dockerfile: %w", err)
 	}
 	if len(r.Tags) == 0 {
 		return errors.New("no image name to build")
 	}
 	for _, s := range r.Secrets {
-		if _, err := os.Stat(s.Src); err != nil {
+		// BuildKit reads the file during the build (os.ReadFile): check it is a regular file
+		// within BuildKit's own limit first, so a FIFO or /dev/zero is an error, not a hang.
+		if _, err := safefile.Read(s.Src, MaxBuildSecretBytes); err != nil {
 			return fmt.Errorf("secret %s: %w", s.ID, err)
 		}
 	}
 	return nil
 }
+
+// MaxBuildSecretBytes is BuildKit's limit for a build secret (secrets.MaxSecretSize).
+const MaxBuildSecretBytes = 500 * 1024
 
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))

@@ -1,29 +1,30 @@
 package build
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/moby/patternmatcher"
 	"github.com/moby/patternmatcher/ignorefile"
+
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // ignorePatterns reads the ignore rules of a build: "<Dockerfile>.dockerignore" next to the Dockerfile
 // when it exists (as BuildKit does), else "<context>/.dockerignore". No file: no patterns.
 func ignorePatterns(contextDir, dockerfile string) ([]string, error) {
 	for _, p := range []string{dockerfile + ".dockerignore", filepath.Join(contextDir, ".dockerignore")} {
-		f, err := os.Open(p)
+		data, err := safefile.Read(p, MaxIgnoreFileBytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		pats, err := ignorefile.ReadAll(f)
-		f.Close()
+		pats, err := ignorefile.ReadAll(bytes.NewReader(data))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}

@@ -67,7 +67,7 @@ func DerivedImage(ctx context.Context, base, repo string, folders []HostFolder) 
 	fmt.Fprintf(h, "devtool-derived-1\nbase %s\n", baseDigest)
 	for _, f := range sorted {
 		fmt.Fprintf(h, "folder %q %q\n", f.Source, f.Target)
-		if err := hashTree(h, f.Source, nil); err != nil {
+		if err := hashTree(ctx, h, f.Source, nil); err != nil {
 			return "", err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -86,7 +87,7 @@ func EnsureImages(ctx context.Context, opts EnsureOptions, images []Image) (map[
 		ref := img.Image
 		skippable := opts.OnlyMissing
 		if ref == "" {
-			tag, err := ContentTag(req)
+			tag, err := ContentTagContext(ctx, req)
 			if err != nil {
 				return nil, fmt.Errorf("service %s: %w", img.Service, err)
 			}
@@ -131,7 +132,40 @@ func EnsureImages(ctx context.Context, opts EnsureOptions, images []Image) (map[
 // RemoteExists asks the image's registry (HEAD of the manifest) whether it has ref. Registries on
 // loopback are spoken to over plain HTTP; credentials come from the Docker config file.
 // Not found is (false, nil); a registry that cannot be reached is an error.
+//
+// The check has a deadline (registryCheckTimeout) and returns when ctx ends, also while a Docker
+// credential helper (run by the keychain without a context) does not answer; the error names the
+// registry and the wait.
 func RemoteExists(ctx context.Context, ref string) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, registryCheckTimeout)
+	defer cancel()
+	type answer struct {
+		ok  bool
+		err error
+	}
+	ch := make(chan answer, 1) // buffered: a helper that answers late leaves no goroutine blocked
+	go func() {
+		ok, err := remoteExists(cctx, ref)
+		ch <- answer{ok, err}
+	}()
+	select {
+	case a := <-ch:
+		if a.err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			return false, fmt.Errorf("waiting for the registry %s (or its Docker credential helper) for %v: %w", registryOf(ref), registryCheckTimeout, a.err)
+		}
+		return a.ok, a.err
+	case <-cctx.Done():
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return false, fmt.Errorf("waiting for the registry %s (or its Docker credential helper) for %v: no answer", registryOf(ref), registryCheckTimeout)
+	}
+}
+
+// registryCheckTimeout bounds RemoteExists.
+var registryCheckTimeout = 30 * time.Second
+
+func remoteExists(ctx context.Context, ref string) (bool, error) {
 	var nopts []name.Option
 	if isLoopbackRegistry(registryOf(ref)) {
 		nopts = append(nopts, name.Insecure)

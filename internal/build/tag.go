@@ -1,6 +1,7 @@
 package build
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -10,6 +11,14 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/devtool/devtool/internal/safefile"
+)
+
+// MaxDockerfileBytes caps a Dockerfile; MaxIgnoreFileBytes caps a .dockerignore.
+const (
+	MaxDockerfileBytes = 4 << 20
+	MaxIgnoreFileBytes = 4 << 20
 )
 
 // ContentTag computes the content-hash tag of a build: a digest of every file of the context that
@@ -17,6 +26,12 @@ import (
 // and the secret ids (not the secrets' content). Two builds with the same tag produce the same image
 // as far as devtool can tell, so a registry that already has the tag needs no build.
 func ContentTag(req Request) (string, error) {
+	return ContentTagContext(context.Background(), req)
+}
+
+// ContentTagContext is ContentTag that stops with ctx's error when ctx ends (between files, and
+// within a large file): hashing a context of gigabytes must not outlive a Ctrl-C.
+func ContentTagContext(ctx context.Context, req Request) (string, error) {
 	dockerfile := req.dockerfilePath()
 	patterns, err := ignorePatterns(req.Context, dockerfile)
 	if err != nil {
@@ -25,10 +40,10 @@ func ContentTag(req Request) (string, error) {
 	h := sha256.New()
 	field := func(kind, s string) { fmt.Fprintf(h, "%s %d %s\n", kind, len(s), s) }
 	field("v", "devtool-build-1")
-	if err := hashTree(h, req.Context, patterns); err != nil {
+	if err := hashTree(ctx, h, req.Context, patterns); err != nil {
 		return "", err
 	}
-	df, err := os.ReadFile(dockerfile)
+	df, err := safefile.Read(dockerfile, MaxDockerfileBytes)
 	if err != nil {
 		return "", fmt.Errorf("dockerfile: %w", err)
 	}
@@ -50,9 +65,12 @@ func ContentTag(req Request) (string, error) {
 
 // hashTree writes to h every file, folder and symlink of dir that patterns keep: path, type,
 // permissions and content digest.
-func hashTree(h io.Writer, dir string, patterns []string) error {
+func hashTree(ctx context.Context, h io.Writer, dir string, patterns []string) error {
 	field := func(kind, s string) { fmt.Fprintf(h, "%s %d %s\n", kind, len(s), s) }
 	err := walkContext(dir, patterns, func(rel, abs string, d fs.DirEntry) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -72,7 +90,7 @@ func hashTree(h io.Writer, dir string, patterns []string) error {
 		case mode.IsRegular():
 			field("file", rel)
 			field("mode", mode.String())
-			sum, err := fileDigest(abs)
+			sum, err := fileDigest(ctx, abs)
 			if err != nil {
 				return err
 			}
@@ -82,22 +100,39 @@ func hashTree(h io.Writer, dir string, patterns []string) error {
 		return nil
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return fmt.Errorf("reading build context %s: %w", dir, err)
 	}
 	return nil
 }
 
-func fileDigest(path string) (string, error) {
-	f, err := os.Open(path)
+func fileDigest(ctx context.Context, path string) (string, error) {
+	// safefile.Open: a file swapped for a FIFO after the walk saw it is refused, not waited on.
+	f, err := safefile.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, ctxReader{ctx, f}); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ctxReader fails with ctx's error once ctx ends: hashing a file of gigabytes stops at once.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 var invalidNameChars = regexp.MustCompile(`[^a-z0-9]+`)

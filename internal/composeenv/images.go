@@ -50,7 +50,7 @@ func (e *Env) ResolveImages(ctx context.Context, o ImageOptions) error {
 		return err
 	}
 	if o.DryRun {
-		if err := e.nameImages(images, o); err != nil {
+		if err := e.nameImages(ctx, images, o); err != nil {
 			return err
 		}
 		e.describeHostVolumes(o)
@@ -74,12 +74,18 @@ func (e *Env) ResolveImages(ctx context.Context, o ImageOptions) error {
 }
 
 // nameImages computes the names a real deploy would use, reading only local files.
-func (e *Env) nameImages(images []build.Image, o ImageOptions) error {
+func (e *Env) nameImages(ctx context.Context, images []build.Image, o ImageOptions) error {
+	byName := make(map[string]*compose.Service, len(e.Project.Services)) // Project.Service is a linear search
+	for _, s := range e.Project.Services {
+		if s != nil && byName[s.Name] == nil {
+			byName[s.Name] = s
+		}
+	}
 	for _, img := range images {
 		if img.Image != "" {
 			continue
 		}
-		tag, err := build.ContentTag(build.Request{Context: img.Build.Context, Dockerfile: img.Build.Dockerfile, Target: img.Build.Target, Args: img.Build.Args})
+		tag, err := build.ContentTagContext(ctx, build.Request{Context: img.Build.Context, Dockerfile: img.Build.Dockerfile, Target: img.Build.Target, Args: img.Build.Args})
 		if err != nil {
 			return fmt.Errorf("service %s: %w", img.Service, err)
 		}
@@ -88,7 +94,7 @@ func (e *Env) nameImages(images []build.Image, o ImageOptions) error {
 			o.Warn(err.Error())
 			continue
 		}
-		e.Project.Service(img.Service).Image = ref
+		byName[img.Service].Image = ref
 	}
 	return nil
 }

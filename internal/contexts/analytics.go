@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
+
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // analyticsSettings is <home>/.devtool/analytics.json.
@@ -20,7 +21,7 @@ func (s *Store) analyticsPath() string { return filepath.Join(s.Dir, "analytics.
 // (Nothing is sent anywhere unless the current context is a platform; see docs/analytics.md.)
 func (s *Store) AnalyticsEnabled() (bool, error) {
 	path := s.analyticsPath()
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, maxStoreBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}

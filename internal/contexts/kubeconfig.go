@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/devtool/devtool/internal/kube"
 )
 
 // Kubeconfig is the user's merged kubeconfig, read only: devtool never rewrites it.
@@ -37,6 +39,9 @@ func kubeconfigPaths(getenv func(string) string) []string {
 // like PATH), or ~/.kube/config. Missing files are skipped, as kubectl does.
 func LoadKubeconfig(getenv func(string) string) (*Kubeconfig, error) {
 	paths := kubeconfigPaths(getenv)
+	if err := kube.CheckKubeconfigFiles(paths); err != nil {
+		return nil, err
+	}
 	rules := &clientcmd.ClientConfigLoadingRules{Precedence: paths} // no MigrationRules: never write
 	cfg, err := rules.Load()
 	if err != nil {

@@ -179,10 +179,30 @@ func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 	if sel.KubeContext == "" {
 		return nil, fmt.Errorf("context %q is a platform context without Kubernetes credentials: %w", sel.Name(), ErrPlatformUnavailable)
 	}
+	if err := kube.CheckReferencedFiles(sel.Kubeconfig.Config, sel.KubeContext); err != nil {
+		return nil, err
+	}
 	cc := clientcmd.NewNonInteractiveClientConfig(*sel.Kubeconfig.Config, sel.KubeContext, &clientcmd.ConfigOverrides{}, nil)
 	restCfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("Kubernetes context %q in %s: %w", sel.KubeContext, sel.Kubeconfig.Describe(), err)
+	}
+	if err := kube.InlineFiles(restCfg, sel.KubeContext); err != nil {
+		return nil, err
+	}
+	// A credential plugin gets a deadline (DEVTOOL_CREDENTIAL_PLUGIN_TIMEOUT, default 30s).
+	if restCfg.ExecProvider != nil {
+		pluginTimeout, err := kube.ParseCredentialPluginTimeout(r.getenv(kube.CredentialPluginTimeoutEnv))
+		if err != nil {
+			return nil, err
+		}
+		user := ""
+		if c := sel.Kubeconfig.Config.Contexts[sel.KubeContext]; c != nil {
+			user = c.AuthInfo
+		}
+		if err := kube.BoundCredentialPlugin(restCfg, user, pluginTimeout); err != nil {
+			return nil, err
+		}
 	}
 	kc, err := kube.NewClient(restCfg, sel.Namespace, sel.KubeContext)
 	if err != nil {

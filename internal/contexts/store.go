@@ -16,7 +16,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/devtool/devtool/internal/safefile"
 )
+
+// maxStoreBytes caps the context store and the analytics setting: a few contexts take a few KiB.
+const maxStoreBytes = 4 << 20
 
 // Context is one devtool context: a Kubernetes context or a platform installation, with the
 // namespace, builder and registry commands use there.
@@ -152,12 +157,12 @@ func (s *Store) Update(fn func(*Config) error) error {
 }
 
 func readConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, maxStoreBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Config{Contexts: map[string]*Context{}}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the context store %s: %w", path, err)
+		return nil, fmt.Errorf("cannot read the context store: %w", err) // err names the file
 	}
 	cfg := &Config{}
 	if len(strings.TrimSpace(string(data))) == 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/dotenv"
 
 	"github.com/devtool/devtool/internal/manifest"
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // CommandRunner runs a manifest's deploy or destroy commands, one after the other.
@@ -122,20 +123,10 @@ const (
 // set (KUBECONFIG, PATH, DEVTOOL_*, ...) are refused: a command cannot route later commands
 // around the labelling proxy.
 func ReadEnvFile(path string) (map[string]string, error) {
-	st, err := os.Stat(path)
+	data, err := safefile.Read(path, maxEnvFileBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading DEVTOOL_ENV: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("DEVTOOL_ENV (%s) is not a regular file", path)
-	}
-	if st.Size() > maxEnvFileBytes {
-		return nil, fmt.Errorf("DEVTOOL_ENV (%s) holds %d bytes, more than the %d allowed", path, st.Size(), maxEnvFileBytes)
-	}
-	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading DEVTOOL_ENV: %w", err)
 	}

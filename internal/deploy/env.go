@@ -1,11 +1,13 @@
 package deploy
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 // EnvHandoffVar names the file through which a command hands variables to the later ones.
@@ -137,10 +139,18 @@ func EnvList(m map[string]string) []string {
 	return out
 }
 
-// GitInfo returns the branch and commit of the repository dir is in ("" when not a repository).
+// gitInfoTimeout bounds each git command of GitInfo: the information is optional, and a
+// repository whose HEAD is a FIFO or a hung filesystem must not stop a deploy.
+var gitInfoTimeout = 10 * time.Second
+
+// GitInfo returns the branch and commit of the repository dir is in ("" when not a repository,
+// or when git does not answer within gitInfoTimeout).
 func GitInfo(dir string) (branch, commit string) {
 	run := func(args ...string) string {
-		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		ctx, cancel := context.WithTimeout(context.Background(), gitInfoTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+		cmd.WaitDelay = time.Second
 		out, err := cmd.Output()
 		if err != nil {
 			return ""

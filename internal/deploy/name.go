@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 var invalidNameChars = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -121,14 +123,7 @@ func repoNameFromURL(u string) string {
 	return strings.TrimSuffix(path.Base(u), ".git")
 }
 
-// readSmall reads a regular file of at most max bytes.
+// readSmall reads a regular file of at most max bytes, never blocking on a FIFO or a device.
 func readSmall(p string, max int64) ([]byte, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() || st.Size() > max {
-		return nil, os.ErrInvalid
-	}
-	return os.ReadFile(p)
+	return safefile.Read(p, max)
 }

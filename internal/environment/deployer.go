@@ -135,7 +135,7 @@ func (d *Deployer) deployCompose(ctx context.Context) (*DeployResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := translate.Translate(env.Project, translate.Options{Name: d.Env.Name, Namespace: t.Namespace, ClusterDomain: t.ClusterDomain})
+	res, err := translate.TranslateContext(ctx, env.Project, translate.Options{Name: d.Env.Name, Namespace: t.Namespace, ClusterDomain: t.ClusterDomain})
 	if err != nil {
 		return nil, err
 	}
@@ -491,7 +491,7 @@ func (d *Deployer) destroyNamed(ctx context.Context, n string, own bool) (*Destr
 	defer func() { _ = lock.Release(ctx) }()
 	if m := d.Env.Manifest; own && m != nil && !m.Inferred && len(m.Destroy) > 0 {
 		branch, commit := deploy.GitInfo(m.Dir)
-		images, problems := PlannedImages(m, t.Registry, t.Namespace, n)
+		images, problems := PlannedImages(ctx, m, t.Registry, t.Namespace, n)
 		for _, p := range problems {
 			d.Warn(p)
 		}

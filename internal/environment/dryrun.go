@@ -17,7 +17,7 @@ import (
 // nothing; it reads the cluster only to tell dependencies already deployed, when it has one.
 func (d *Deployer) dryRunManifest(ctx context.Context) (*DeployResult, error) {
 	m, t, name := d.Env.Manifest, d.Target, d.Env.Name
-	images, problems := PlannedImages(m, t.Registry, t.Namespace, name)
+	images, problems := PlannedImages(ctx, m, t.Registry, t.Namespace, name)
 	for _, p := range problems {
 		d.Warn(p)
 	}
@@ -107,7 +107,7 @@ func (d *Deployer) dependencyNotes(ctx context.Context) map[string]string {
 // asking no registry: what destroy commands and dry runs see as DEVTOOL_BUILD_<SERVICE>_*
 // (without a digest). A service whose name cannot be computed (no registry, unreadable build
 // context) is left out and described in problems.
-func PlannedImages(m *manifest.Manifest, registry, namespace, name string) (map[string]deploy.BuiltImage, []string) {
+func PlannedImages(ctx context.Context, m *manifest.Manifest, registry, namespace, name string) (map[string]deploy.BuiltImage, []string) {
 	out := map[string]deploy.BuiltImage{}
 	var problems []string
 	for _, img := range BuildImages(m.Build) {
@@ -116,7 +116,7 @@ func PlannedImages(m *manifest.Manifest, registry, namespace, name string) (map[
 		}
 		ref := img.Image
 		if ref == "" {
-			tag, err := build.ContentTag(build.Request{Context: img.Build.Context, Dockerfile: img.Build.Dockerfile,
+			tag, err := build.ContentTagContext(ctx, build.Request{Context: img.Build.Context, Dockerfile: img.Build.Dockerfile,
 				Target: img.Build.Target, Args: img.Build.Args})
 			if err == nil {
 				ref, err = build.ImageName(registry, namespace, name, img.Service, tag)

@@ -171,7 +171,7 @@ func TestPlannedImages(t *testing.T) {
 		{"127.0.0.1:25000", map[string]string{"web": "127.0.0.1:25000/dev/shop-web:" + tag, "tools": "acme/tools:1"}, []string{"DEVTOOL_BUILD_GONE_* are not set (service gone): "}},
 		{"", map[string]string{"tools": "acme/tools:1"}, []string{"DEVTOOL_BUILD_WEB_* are not set (service web): service web has a build section and no image, and there is no registry", "DEVTOOL_BUILD_GONE_*"}},
 	} {
-		got, problems := PlannedImages(env.Manifest, c.registry, "dev", env.Name)
+		got, problems := PlannedImages(context.Background(), env.Manifest, c.registry, "dev", env.Name)
 		if len(got) != len(c.want) {
 			t.Errorf("registry %q: images %v, want %v", c.registry, got, c.want)
 		}

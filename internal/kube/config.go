@@ -4,6 +4,7 @@ package kube
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -27,6 +28,9 @@ type LoadOptions struct {
 	Kubeconfig string
 	Context    string
 	Namespace  string
+	// CredentialPluginTimeout bounds the kubeconfig user's credential plugin (see
+	// BoundCredentialPlugin): 0 means DefaultCredentialPluginTimeout, negative no deadline.
+	CredentialPluginTimeout time.Duration
 }
 
 // Load builds a Client. The kubeconfig file is only read, never rewritten.
@@ -36,6 +40,9 @@ func Load(o LoadOptions) (*Client, error) {
 		rules.ExplicitPath = ""
 		rules.Precedence = splitPathList(o.Kubeconfig)
 	}
+	if err := CheckKubeconfigFiles(rules.GetLoadingPrecedence()); err != nil {
+		return nil, err
+	}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.Context}
 	if o.Namespace != "" {
 		overrides.Context.Namespace = o.Namespace
@@ -44,6 +51,13 @@ func Load(o LoadOptions) (*Client, error) {
 	raw, err := cc.RawConfig()
 	if err != nil {
 		return nil, fmt.Errorf("reading kubeconfig: %w", err)
+	}
+	ctxName := o.Context
+	if ctxName == "" {
+		ctxName = raw.CurrentContext
+	}
+	if err := CheckReferencedFiles(&raw, ctxName); err != nil {
+		return nil, err
 	}
 	cfg, err := cc.ClientConfig()
 	if err != nil {
@@ -56,9 +70,19 @@ func Load(o LoadOptions) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the namespace from kubeconfig: %w", err)
 	}
-	ctxName := o.Context
-	if ctxName == "" {
-		ctxName = raw.CurrentContext
+	if err := InlineFiles(cfg, ctxName); err != nil {
+		return nil, err
+	}
+	timeout := o.CredentialPluginTimeout
+	if timeout == 0 {
+		timeout = DefaultCredentialPluginTimeout
+	}
+	user := ""
+	if c := raw.Contexts[ctxName]; c != nil {
+		user = c.AuthInfo
+	}
+	if err := BoundCredentialPlugin(cfg, user, timeout); err != nil {
+		return nil, err
 	}
 	return NewClient(cfg, ns, ctxName)
 }

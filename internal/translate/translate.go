@@ -20,6 +20,7 @@ type translator struct {
 	order    []*compose.Service         // dependency order
 	kinds    map[string]string          // service -> KindDeployment/KindStatefulSet/KindJob
 	services map[string]*serviceNetwork // services that get a Kubernetes Service (have ports)
+	known    map[string]bool            // every service name (Project.Service is a linear search)
 	volumes  *volumePlan
 
 	warnings []string
@@ -40,7 +41,13 @@ func TranslateContext(ctx context.Context, p *compose.Project, opts Options) (*R
 	if err := validateOptions(opts); err != nil {
 		return nil, err
 	}
-	t := &translator{p: p, opts: opts, kinds: map[string]string{}, services: map[string]*serviceNetwork{}}
+	t := &translator{p: p, opts: opts, kinds: map[string]string{}, services: map[string]*serviceNetwork{},
+		known: make(map[string]bool, len(p.Services))}
+	for _, s := range p.Services {
+		if s != nil {
+			t.known[s.Name] = true
+		}
+	}
 	if err := t.validateServices(); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,8 +13,16 @@ import (
 // `deploy --dry-run` and golden files. Keys are sorted, so the output is deterministic. Fields
 // no one wrote (status, creationTimestamp: null) are left out: they are noise in a manifest.
 func ToYAML(objs []runtime.Object) ([]byte, error) {
+	return ToYAMLContext(context.Background(), objs)
+}
+
+// ToYAMLContext is ToYAML that stops with ctx's error when ctx ends (between objects).
+func ToYAMLContext(ctx context.Context, objs []runtime.Object) ([]byte, error) {
 	var buf bytes.Buffer
 	for i, o := range objs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 		if err != nil {
 			return nil, fmt.Errorf("object %d (%T): %w", i, o, err)

@@ -136,7 +136,9 @@ func run(ctx context.Context, opts *Options) error {
 		return runDockerfile(ctx, opts, sel, target, mode)
 	}
 
-	env, err := environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
+	env, err := cmdutil.Interruptible(ctx, func() (*environment.Environment, error) {
+		return environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
+	})
 	if err != nil {
 		return err
 	}
@@ -241,7 +243,7 @@ func runDockerfile(ctx context.Context, opts *Options, sel build.SelectOptions, 
 		if target == nil || registry == "" || registry == "-" {
 			return cmdutil.FlagErrorf("--tag is required to build a Dockerfile when there is no registry and namespace to name the image")
 		}
-		hash, err := build.ContentTag(req)
+		hash, err := build.ContentTagContext(ctx, req)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -102,7 +103,9 @@ func parseVars(list []string) (map[string]string, error) {
 }
 
 func run(ctx context.Context, opts *Options) error {
-	env, err := environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
+	env, err := cmdutil.Interruptible(ctx, func() (*environment.Environment, error) {
+		return environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
+	})
 	if err != nil {
 		return err
 	}
@@ -135,7 +138,7 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if opts.DryRun {
-		return printDryRun(opts.IO, res)
+		return printDryRun(ctx, opts.IO, res)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "Environment %s deployed to namespace %s\n", env.Name, target.Namespace)
 	for _, u := range res.URLs {
@@ -148,19 +151,18 @@ func run(ctx context.Context, opts *Options) error {
 
 // printDryRun writes a dry run: what a devtool.yml's deploy would do on stderr, the objects it
 // would apply as YAML on stdout (nothing when it has no compose or endpoints part).
-func printDryRun(ios *iostreams.IOStreams, res *environment.DeployResult) error {
+func printDryRun(ctx context.Context, ios *iostreams.IOStreams, res *environment.DeployResult) error {
 	for _, l := range res.Plan {
 		fmt.Fprintln(ios.ErrOut, l)
 	}
 	if res.Objects == nil || len(res.Objects.Objects) == 0 {
 		return nil
 	}
-	out, err := translate.ToYAML(res.Objects.Objects)
+	out, err := translate.ToYAMLContext(ctx, res.Objects.Objects)
 	if err != nil {
 		return err
 	}
-	_, err = ios.Out.Write(out)
-	return err
+	return writeContext(ctx, ios.Out, out)
 }
 
 // dryRunTarget resolves the target. A dry run needs no cluster: when no kubeconfig can be used
@@ -176,4 +178,20 @@ func dryRunTarget(opts *Options) (*cmdutil.Target, error) {
 		target.Namespace = "default"
 	}
 	return target, nil
+}
+
+// writeContext writes b in pieces and stops with ctx's error when ctx ends: printing megabytes of
+// dry run to a terminal takes seconds.
+func writeContext(ctx context.Context, w io.Writer, b []byte) error {
+	for len(b) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(len(b), 64<<10)
+		if _, err := w.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }

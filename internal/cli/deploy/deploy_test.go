@@ -67,7 +67,7 @@ func TestPrintDryRun(t *testing.T) {
 		{&environment.DeployResult{Plan: []string{"a", "b"}, Objects: &translate.Result{}}, "", "a\nb\n", true},
 	} {
 		ios, _, out, errOut := iostreams.Test()
-		if err := printDryRun(ios, c.res); err != nil {
+		if err := printDryRun(context.Background(), ios, c.res); err != nil {
 			t.Fatal(err)
 		}
 		if errOut.String() != c.errOut || !strings.Contains(out.String(), c.out) || (c.outIsNothing && out.Len() != 0) ||

@@ -72,7 +72,7 @@ deleted only with --volumes.`,
 func run(ctx context.Context, opts *Options) error {
 	eo := opts.Env.Options(opts.WorkDir, opts.Environ)
 	eo.AllowMissing = true
-	env, err := environment.Load(eo)
+	env, err := cmdutil.Interruptible(ctx, func() (*environment.Environment, error) { return environment.Load(eo) })
 	if err != nil {
 		return err
 	}

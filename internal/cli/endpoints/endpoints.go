@@ -55,7 +55,9 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 }
 
 func run(ctx context.Context, opts *Options) error {
-	name, err := environment.Identify(opts.Env.Options(opts.WorkDir, opts.Environ))
+	name, err := cmdutil.Interruptible(ctx, func() (string, error) {
+		return environment.Identify(opts.Env.Options(opts.WorkDir, opts.Environ))
+	})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package initcmd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/devtool/devtool/internal/compose"
 	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // Guesses is what init found in a folder. Paths are relative to the folder, with forward slashes.
@@ -57,11 +59,15 @@ func (g *Guesses) Empty() bool {
 const maxDepth = 3
 
 // skipDirs are never searched.
+// maxScannedBytes caps each file init reads while scanning (YAML manifests, Chart.yaml).
+const maxScannedBytes = 4 << 20
+
 var skipDirs = map[string]bool{".git": true, "node_modules": true, "vendor": true, ".devtool": true, "testdata": true, ".venv": true, "target": true}
 
 // Detect looks at dir and guesses what a manifest should hold. name names the project (a
 // Dockerfile at the root builds the service of that name).
-func Detect(dir, name string) (*Guesses, error) {
+// It stops with ctx's error when ctx ends (the walk checks it at every entry).
+func Detect(ctx context.Context, dir, name string) (*Guesses, error) {
 	g := &Guesses{}
 	if f, err := compose.FindFile(dir); err == nil {
 		g.Compose = filepath.Base(f)
@@ -69,6 +75,9 @@ func Detect(dir, name string) (*Guesses, error) {
 	var charts []string
 	yamlDirs := map[string]bool{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
 		if err != nil {
 			if path == dir {
 				return err
@@ -171,11 +180,7 @@ func uniqueServices(bs []BuildGuess) {
 // isKubernetesYAML reports whether a file holds at least one document with apiVersion and kind
 // at the top level (plain manifests; Helm templates are never searched).
 func isKubernetesYAML(path string) bool {
-	st, err := os.Stat(path)
-	if err != nil || st.Size() > 4<<20 {
-		return false
-	}
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, maxScannedBytes) // FIFOs, devices and huge files are not manifests
 	if err != nil || bytes.Contains(data, []byte("{{")) {
 		return false
 	}
@@ -204,7 +209,7 @@ func chartName(dir, project, rel string) string {
 	var c struct {
 		Name string `yaml:"name"`
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "Chart.yaml")); err == nil {
+	if data, err := safefile.Read(filepath.Join(dir, "Chart.yaml"), maxScannedBytes); err == nil {
 		_ = yaml.Unmarshal(data, &c)
 	}
 	for _, n := range []string{c.Name, filepath.Base(rel), project} {

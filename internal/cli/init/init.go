@@ -138,8 +138,11 @@ func run(ctx context.Context, opts *Options) error {
 
 // guessFlow builds the manifest from what Detect finds, asking which guesses to use on a terminal.
 func guessFlow(ctx context.Context, opts *Options, dir, name string) (*out, error) {
-	g, err := Detect(dir, name)
+	g, err := Detect(ctx, dir, name)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("looking at %s: %w", dir, err)
 	}
 	if g.Empty() {

@@ -92,7 +92,9 @@ StatefulSet, DaemonSet or Job, else the pod's own name.`,
 func run(ctx context.Context, opts *Options) error {
 	env := ""
 	if !opts.All {
-		name, err := environment.Identify(opts.Env.Options(opts.WorkDir, opts.Environ))
+		name, err := cmdutil.Interruptible(ctx, func() (string, error) {
+			return environment.Identify(opts.Env.Options(opts.WorkDir, opts.Environ))
+		})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,329 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/pkg/apis/clientauthentication"
+	"k8s.io/client-go/pkg/apis/clientauthentication/install"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Credential plugins (kubeconfig users[].user.exec: aws, gke-gcloud-auth-plugin, kubelogin, ...)
+// are run by client-go with exec.Command and no deadline, under a lock: a plugin that never
+// answers hangs every request forever and Ctrl-C cannot stop it. BoundCredentialPlugin takes the
+// plugin from client-go and runs it the way client-go does (same input in KUBERNETES_EXEC_INFO,
+// same environment, same decoding of the ExecCredential, token cached until it expires or the API
+// server answers 401), with a deadline and the request's context: when either ends, the plugin is
+// killed and the error says what devtool was waiting for.
+
+// CredentialPluginTimeoutEnv names the environment variable that sets how long devtool waits for
+// a kubeconfig credential plugin: a Go duration ("45s", "2m"). "0" hands the plugin back to
+// client-go, which waits for it without a deadline (the way out for plugins that answer with a
+// client certificate, which devtool's runner does not handle).
+const CredentialPluginTimeoutEnv = "DEVTOOL_CREDENTIAL_PLUGIN_TIMEOUT"
+
+// DefaultCredentialPluginTimeout is the deadline of a credential plugin that needs no person.
+// One that talks to the user on the terminal (interactiveMode, stdin a terminal) gets
+// InteractiveCredentialPluginTimeout at least.
+const (
+	DefaultCredentialPluginTimeout     = 30 * time.Second
+	InteractiveCredentialPluginTimeout = 5 * time.Minute
+)
+
+// maxPluginOutput caps what devtool reads of a plugin's standard output.
+const maxPluginOutput = 1 << 20
+
+// ParseCredentialPluginTimeout reads the value of CredentialPluginTimeoutEnv: "" is the default,
+// "0" means no deadline (returned as 0).
+func ParseCredentialPluginTimeout(s string) (time.Duration, error) {
+	if strings.TrimSpace(s) == "" {
+		return DefaultCredentialPluginTimeout, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q is not a duration (like 30s or 2m; 0 lets client-go wait without a deadline)", CredentialPluginTimeoutEnv, s)
+	}
+	return d, nil
+}
+
+// BoundCredentialPlugin replaces cfg's exec credential plugin, if it has one, by devtool's runner
+// with a deadline of timeout (0 leaves the plugin to client-go). user names the kubeconfig user
+// for messages. Configurations whose plugin client-go would not run (a token, basic auth or a
+// client certificate is already set) lose the plugin, as client-go ignores it then.
+func BoundCredentialPlugin(cfg *rest.Config, user string, timeout time.Duration) error {
+	ec := cfg.ExecProvider
+	if ec == nil || timeout <= 0 {
+		return nil
+	}
+	if cfg.AuthProvider != nil {
+		return nil // client-go refuses the combination with its own error
+	}
+	cfg.ExecProvider = nil
+	// client-go's own test (transport.Config HasTokenAuth, HasBasicAuth, HasCertAuth).
+	hasCert := (cfg.CertFile != "" || len(cfg.CertData) > 0) && (cfg.KeyFile != "" || len(cfg.KeyData) > 0)
+	if cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.Username != "" || hasCert {
+		return nil
+	}
+	gv, ok := credentialVersions[ec.APIVersion]
+	if !ok {
+		return fmt.Errorf("the kubeconfig credential plugin %q (user %q): invalid apiVersion %q", pluginName(ec.Command), user, ec.APIVersion)
+	}
+	p := &credentialPlugin{conf: ec, user: user, timeout: timeout, group: gv, sem: make(chan struct{}, 1)}
+	if ec.ProvideClusterInfo {
+		tmp := rest.CopyConfig(cfg)
+		tmp.ExecProvider = ec
+		cluster, err := rest.ConfigToExecCluster(tmp)
+		if err != nil {
+			return err
+		}
+		p.cluster = cluster
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &credentialRoundTripper{p: p, base: rt} })
+	return nil
+}
+
+var (
+	credentialScheme   = runtime.NewScheme()
+	credentialCodecs   = serializer.NewCodecFactory(credentialScheme)
+	credentialVersions = map[string]schema.GroupVersion{
+		"client.authentication.k8s.io/v1beta1": {Group: "client.authentication.k8s.io", Version: "v1beta1"},
+		"client.authentication.k8s.io/v1":      {Group: "client.authentication.k8s.io", Version: "v1"},
+	}
+)
+
+func init() { install.Install(credentialScheme) }
+
+func pluginName(cmd string) string { return filepath.Base(cmd) }
+
+// credentialPlugin runs one kubeconfig user's plugin and caches its token.
+type credentialPlugin struct {
+	conf    *clientcmdapi.ExecConfig
+	cluster *clientauthentication.Cluster
+	user    string
+	timeout time.Duration
+	group   schema.GroupVersion
+
+	// stdin, stderr and environ default to the process's; tests set them.
+	stdin   io.Reader
+	stderr  io.Writer
+	environ func() []string
+	isTerm  func() bool
+
+	sem   chan struct{} // one run at a time; waiting for it honours the request's context
+	mu    sync.Mutex
+	token string
+	exp   time.Time
+}
+
+// get returns the cached token, or runs the plugin for a new one.
+func (p *credentialPlugin) get(ctx context.Context) (string, error) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for the kubeconfig credential plugin %q (user %q): %w", pluginName(p.conf.Command), p.user, ctx.Err())
+	}
+	defer func() { <-p.sem }()
+	p.mu.Lock()
+	tok, exp := p.token, p.exp
+	p.mu.Unlock()
+	if tok != "" && (exp.IsZero() || time.Now().Before(exp)) {
+		return tok, nil
+	}
+	tok, exp, err := p.run(ctx)
+	if err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	p.token, p.exp = tok, exp
+	p.mu.Unlock()
+	return tok, nil
+}
+
+// invalidate forgets tok after the API server refused it (unless it was replaced already).
+func (p *credentialPlugin) invalidate(tok string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.token == tok {
+		p.token, p.exp = "", time.Time{}
+	}
+}
+
+func (p *credentialPlugin) interactive() (bool, error) {
+	isTerm := p.isTerm
+	if isTerm == nil {
+		isTerm = func() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
+	}
+	switch p.conf.InteractiveMode {
+	case clientcmdapi.NeverExecInteractiveMode:
+		return false, nil
+	case clientcmdapi.IfAvailableExecInteractiveMode, "":
+		return !p.conf.StdinUnavailable && isTerm(), nil
+	case clientcmdapi.AlwaysExecInteractiveMode:
+		if !isTerm() {
+			return false, errors.New("standard input is not a terminal")
+		}
+		if p.conf.StdinUnavailable {
+			msg := ""
+			if p.conf.StdinUnavailableMessage != "" {
+				msg = ": " + p.conf.StdinUnavailableMessage
+			}
+			return false, fmt.Errorf("standard input is unavailable%s", msg)
+		}
+		return true, nil
+	default:
+		return false, fmt.Errorf("unknown interactiveMode: %q", p.conf.InteractiveMode)
+	}
+}
+
+// run starts the plugin and decodes its answer, within the deadline and ctx.
+func (p *credentialPlugin) run(ctx context.Context) (string, time.Time, error) {
+	name := pluginName(p.conf.Command)
+	fail := func(format string, args ...any) (string, time.Time, error) {
+		return "", time.Time{}, fmt.Errorf("the kubeconfig credential plugin %q (user %q): %s", name, p.user, fmt.Sprintf(format, args...))
+	}
+	interactive, err := p.interactive()
+	if err != nil {
+		return fail("cannot run interactively: %v", err)
+	}
+	timeout := p.timeout
+	if interactive && timeout < InteractiveCredentialPluginTimeout {
+		timeout = InteractiveCredentialPluginTimeout // a person answers it
+	}
+	cred := &clientauthentication.ExecCredential{Spec: clientauthentication.ExecCredentialSpec{Interactive: interactive}}
+	if p.conf.ProvideClusterInfo {
+		cred.Spec.Cluster = p.cluster
+	}
+	input, err := runtime.Encode(credentialCodecs.LegacyCodec(p.group), cred)
+	if err != nil {
+		return fail("encoding its input: %v", err)
+	}
+	environ := p.environ
+	if environ == nil {
+		environ = os.Environ
+	}
+	env := environ()
+	for _, e := range p.conf.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	env = append(env, "KUBERNETES_EXEC_INFO="+string(input))
+
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(rctx, p.conf.Command, p.conf.Args...)
+	cmd.Env = env
+	cmd.WaitDelay = time.Second // a grandchild holding stdout does not keep us waiting
+	stdout := &capped{max: maxPluginOutput}
+	cmd.Stdout = stdout
+	cmd.Stderr = p.stderr
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr // the plugin's own messages (and prompts) reach the user, as with kubectl
+	}
+	if interactive {
+		cmd.Stdin = p.stdin
+		if cmd.Stdin == nil {
+			cmd.Stdin = os.Stdin
+		}
+	} else {
+		// Its own process group (not for an interactive plugin: a background group cannot read
+		// the terminal), killed whole when the deadline passes.
+		killProcessGroup(cmd)
+	}
+	err = cmd.Run()
+	switch {
+	case err != nil && ctx.Err() != nil: // the command was interrupted: no message about the plugin's fault
+		return "", time.Time{}, fmt.Errorf("waiting for the kubeconfig credential plugin %q (user %q): %w", name, p.user, ctx.Err())
+	case err != nil && rctx.Err() != nil:
+		return "", time.Time{}, fmt.Errorf("waiting for the kubeconfig credential plugin %q (user %q) for %v: it did not answer "+
+			"(set %s to wait longer): %w", name, p.user, timeout, CredentialPluginTimeoutEnv, rctx.Err())
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
+		msg := fmt.Sprintf("%s not found", p.conf.Command)
+		if p.conf.InstallHint != "" {
+			msg += "\n\n" + p.conf.InstallHint
+		}
+		return fail("%s", msg)
+	case err != nil:
+		return fail("%v", err)
+	case stdout.over:
+		return fail("wrote more than %d bytes", maxPluginOutput)
+	}
+	out := &clientauthentication.ExecCredential{}
+	_, gvk, err := credentialCodecs.UniversalDecoder(p.group).Decode(stdout.buf.Bytes(), nil, out)
+	if err != nil {
+		return fail("decoding its output: %v", err)
+	}
+	if gvk.Group != p.group.Group || gvk.Version != p.group.Version {
+		return fail("configured for API version %s, it answered with %s", p.group, schema.GroupVersion{Group: gvk.Group, Version: gvk.Version})
+	}
+	st := out.Status
+	switch {
+	case st == nil:
+		return fail("its answer has no status field")
+	case st.ClientCertificateData != "" || st.ClientKeyData != "":
+		return fail("it answered with a client certificate, which devtool's runner of credential plugins does not handle: "+
+			"set %s=0 to let client-go run the plugin (without a deadline)", CredentialPluginTimeoutEnv)
+	case st.Token == "":
+		return fail("its answer holds no token")
+	}
+	var exp time.Time
+	if st.ExpirationTimestamp != nil {
+		exp = st.ExpirationTimestamp.Time
+	}
+	return st.Token, exp, nil
+}
+
+// capped keeps at most max bytes and notes that there were more.
+type capped struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capped) Write(b []byte) (int, error) {
+	if room := c.max - c.buf.Len(); len(b) > room {
+		c.over = true
+		c.buf.Write(b[:max(room, 0)])
+		return len(b), nil
+	}
+	return c.buf.Write(b)
+}
+
+// credentialRoundTripper puts the plugin's token on requests that carry no Authorization.
+type credentialRoundTripper struct {
+	p    *credentialPlugin
+	base http.RoundTripper
+}
+
+func (rt *credentialRoundTripper) WrappedRoundTripper() http.RoundTripper { return rt.base }
+
+func (rt *credentialRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("Authorization") != "" {
+		return rt.base.RoundTrip(req)
+	}
+	tok, err := rt.p.get(req.Context())
+	if err != nil {
+		return nil, err
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err := rt.base.RoundTrip(req)
+	if err == nil && res.StatusCode == http.StatusUnauthorized {
+		rt.p.invalidate(tok) // the next request runs the plugin again
+	}
+	return res, err
+}

@@ -1,0 +1,125 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/devtool/devtool/internal/safefile"
+)
+
+// MaxKubeconfigBytes caps every kubeconfig file and every file a kubeconfig names (certificate
+// authority, client certificate and key, token file).
+const MaxKubeconfigBytes = safefile.DefaultMax
+
+// CheckKubeconfigFiles reads every file of a kubeconfig path list through safefile before
+// client-go reads them: a FIFO, a device or a folder is refused at once (client-go would block on
+// it or read /dev/zero until memory runs out), and a file over MaxKubeconfigBytes is an error
+// naming the file and the cap. Missing files are skipped, as client-go skips them when it merges
+// the list. client-go then loads the list itself, so its merge rules stay exactly kubectl's.
+func CheckKubeconfigFiles(paths []string) error {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if _, err := safefile.Read(p, MaxKubeconfigBytes); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return fmt.Errorf("reading kubeconfig: %w", err)
+		}
+	}
+	return nil
+}
+
+// CheckReferencedFiles reads through safefile the files that the kubeconfig context names
+// (its cluster's certificate-authority, its user's client-certificate, client-key and tokenFile)
+// before client-go turns the context into a client configuration: client-go reads a token file
+// at that moment. Missing files are left to client-go's own error.
+func CheckReferencedFiles(raw *clientcmdapi.Config, context string) error {
+	kctx := raw.Contexts[context]
+	if kctx == nil {
+		return nil
+	}
+	type named struct{ what, path string }
+	var files []named
+	if c := raw.Clusters[kctx.Cluster]; c != nil {
+		files = append(files, named{"certificate-authority", c.CertificateAuthority})
+	}
+	if u := raw.AuthInfos[kctx.AuthInfo]; u != nil {
+		files = append(files, named{"client-certificate", u.ClientCertificate}, named{"client-key", u.ClientKey},
+			named{"tokenFile", u.TokenFile})
+	}
+	for _, f := range files {
+		if f.path == "" {
+			continue
+		}
+		if _, err := safefile.Read(f.path, MaxKubeconfigBytes); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("Kubernetes context %q: reading its %s: %w", context, f.what, err)
+		}
+	}
+	return nil
+}
+
+// InlineFiles reads the files a client configuration names (certificate-authority,
+// client-certificate, client-key, tokenFile) through safefile and puts their content into cfg,
+// so client-go never opens them itself: a kubeconfig naming /dev/zero or a FIFO gets an error
+// naming the file instead of a hang. context names the kubeconfig context for messages.
+func InlineFiles(cfg *rest.Config, context string) error {
+	read := func(what, path string) ([]byte, error) {
+		data, err := safefile.Read(path, MaxKubeconfigBytes)
+		if err != nil {
+			return nil, fmt.Errorf("Kubernetes context %q: reading its %s: %w", context, what, err)
+		}
+		return data, nil
+	}
+	tls := &cfg.TLSClientConfig
+	if tls.CAFile != "" && len(tls.CAData) == 0 {
+		data, err := read("certificate-authority", tls.CAFile)
+		if err != nil {
+			return err
+		}
+		tls.CAData, tls.CAFile = data, ""
+	}
+	// client-go reloads a certificate and key given as files when they change; a command
+	// lives far shorter than a certificate, so reading them once loses nothing.
+	if tls.CertFile != "" && len(tls.CertData) == 0 {
+		data, err := read("client-certificate", tls.CertFile)
+		if err != nil {
+			return err
+		}
+		tls.CertData, tls.CertFile = data, ""
+	}
+	if tls.KeyFile != "" && len(tls.KeyData) == 0 {
+		data, err := read("client-key", tls.KeyFile)
+		if err != nil {
+			return err
+		}
+		tls.KeyData, tls.KeyFile = data, ""
+	}
+	if cfg.BearerTokenFile != "" {
+		data, err := read("tokenFile", cfg.BearerTokenFile)
+		if err != nil {
+			return err
+		}
+		cfg.BearerToken, cfg.BearerTokenFile = trimToken(data), ""
+	}
+	return nil
+}
+
+// trimToken is what client-go does with a token file's content: surrounding whitespace goes.
+func trimToken(b []byte) string {
+	start, end := 0, len(b)
+	for start < end && isSpace(b[start]) {
+		start++
+	}
+	for end > start && isSpace(b[end-1]) {
+		end--
+	}
+	return string(b[start:end])
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
