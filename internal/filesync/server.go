@@ -109,7 +109,7 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 			s.stopWatchers()
 			s.saveAll()
 			if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || ctx.Err() != nil {
-				log.Info("sync session ended", "reason", err)
+				log.Info("sync session ended", "reason", err, "sent", out.fw.Bytes, "blocks", out.fw.Blocks)
 				return nil
 			}
 			log.Warn("sync session failed", "err", err)
@@ -142,6 +142,13 @@ type server struct {
 	trees   []*tree
 	folders []*sfolder
 	fwd     sync.WaitGroup
+	// order is held from reading or changing a tree's index until what
+	// that produced (entries, results) is queued, so the client receives
+	// them in the order the index went through: a rescan's entries computed
+	// before an op must not arrive after the op's result, or the client's
+	// mirror of the index keeps the older state (and acts on it: a file
+	// taken for deleted there is deleted here).
+	order sync.Mutex
 
 	put   *putFile
 	putID uint64
@@ -231,6 +238,11 @@ func (s *server) stopWatchers() {
 
 // sendFailed answers a get whose path changed or vanished.
 func (s *server) sendFailed(j *sendJob, cur Entry, err error) {
+	s.order.Lock()
+	defer s.order.Unlock()
+	if j.Folder >= 0 && j.Folder < len(s.trees) {
+		cur = s.trees[j.Folder].get(j.Path) // the index's state: what later entries are relative to
+	}
 	s.q.push(&resultMsg{ID: j.ID, Folder: j.Folder, Path: j.Path, Err: err.Error(), Code: failCode(err), State: cur})
 }
 
@@ -245,6 +257,8 @@ func (s *server) rescan(i int, paths []string) {
 		return
 	}
 	t := s.trees[i]
+	s.order.Lock()
+	defer s.order.Unlock()
 	var changed []item
 	if paths == nil {
 		var err error
@@ -333,6 +347,8 @@ func (s *server) handle(ctx context.Context, m any) error {
 		}
 		s.q.push(&sendJob{ID: m.ID, Folder: m.Folder, Path: m.Path, Expect: m.Expect})
 	case *opMsg:
+		s.order.Lock()
+		defer s.order.Unlock()
 		t, err := s.folder(m.Folder)
 		if err != nil {
 			return err
@@ -363,6 +379,8 @@ func (s *server) handle(ctx context.Context, m any) error {
 		}
 		s.finish(t, m.Folder, res, err)
 	case *chunkMsg:
+		s.order.Lock()
+		defer s.order.Unlock()
 		if s.put == nil || s.putID != m.ID {
 			if m.ID == s.skip {
 				return nil
@@ -404,6 +422,12 @@ func (s *server) finish(t *tree, i int, res *resultMsg, err error) {
 	if err != nil {
 		res.Err = err.Error()
 		res.Code = failCode(err)
+		// Report the index's state, not the disk's: what differs on disk
+		// comes with the rescan that updates the index.
+		res.State = t.get(res.Path)
+		if res.To != "" {
+			res.ToState = t.get(res.To)
+		}
 		if errors.Is(err, errEscape) {
 			t.log.Warn("refused path from the client", "path", res.Path, "err", err)
 		} else {
@@ -429,6 +453,7 @@ func (s *server) startFolder(i int) {
 	f.ready = true
 	f.mu.Unlock()
 	start := time.Now()
+	s.order.Lock()
 	if _, err := t.scanAll(first); err != nil {
 		t.log.Warn("scan", "err", err)
 	}
@@ -439,6 +464,7 @@ func (s *server) startFolder(i int) {
 	}
 	s.markDirty(i)
 	s.sendEntries(i, true, items)
+	s.order.Unlock()
 	t.log.Info("remote index sent", "entries", len(items), "took", time.Since(start))
 	if !first {
 		return
