@@ -613,7 +613,15 @@ func (c *Client) handle(ev any) {
 		c.getsMu.Unlock()
 		c.finish(f, m.id, op)
 		f.log.Debug("sync local done", "id", m.id, "path", op.path, "pull", op.pull, "state", descE(m.state), "err", m.err)
-		if m.err != nil {
+		if err := asVanished(op.path, m.err); errors.Is(err, errVanished) {
+			// A folder above the path went away here meanwhile: the index
+			// learns it now and the path is reconciled again (finish marked
+			// it); only when nothing changed does it wait as a failure.
+			if c.rescanLocal(f, ancestors(op.path)) > 0 {
+				break
+			}
+			c.failed(f, op, failChanged, err.Error(), f.t.get(op.path), f.remote[op.path])
+		} else if m.err != nil {
 			code := failCode(m.err)
 			if !op.pull {
 				code = failChanged // the local path changed before it could be sent
@@ -664,6 +672,23 @@ func (c *Client) handle(ev any) {
 			f.changed = true
 		}
 	}
+}
+
+// rescanLocal rescans paths of f and queues what changed; it returns how
+// many paths changed.
+func (c *Client) rescanLocal(f *cfolder, paths []string) int {
+	changed, _ := f.t.scanPaths(paths)
+	for _, it := range changed {
+		f.log.Debug("local entry", "path", it.Path, "e", descE(it.E))
+		f.markDirty(it.Path)
+		if it.E.Kind == KindDir && f.w != nil {
+			f.w.add(it.Path)
+		}
+	}
+	if len(changed) > 0 {
+		f.changed = true
+	}
+	return len(changed)
 }
 
 func setEntry(m map[string]Entry, p string, e Entry) {

@@ -240,14 +240,27 @@ func (s *server) stopWatchers() {
 func (s *server) sendFailed(j *sendJob, cur Entry, err error) {
 	s.order.Lock()
 	defer s.order.Unlock()
+	err = asVanished(j.Path, err)
 	if j.Folder >= 0 && j.Folder < len(s.trees) {
 		cur = s.trees[j.Folder].get(j.Path) // the index's state: what later entries are relative to
 	}
 	s.q.push(&resultMsg{ID: j.ID, Folder: j.Folder, Path: j.Path, Err: err.Error(), Code: failCode(err), State: cur})
+	// The path (or a folder above it) is gone or changed: the index learns
+	// it now, so its entries follow the result.
+	if j.Folder >= 0 && j.Folder < len(s.trees) {
+		s.rescanLocked(j.Folder, ancestors(j.Path))
+	}
 }
 
 // rescan scans paths (nil: everything) and sends what changed.
 func (s *server) rescan(i int, paths []string) {
+	s.order.Lock()
+	defer s.order.Unlock()
+	s.rescanLocked(i, paths)
+}
+
+// rescanLocked is rescan for callers holding order.
+func (s *server) rescanLocked(i int, paths []string) {
 	f := s.folders[i]
 	f.mu.Lock()
 	ready := f.ready
@@ -257,8 +270,6 @@ func (s *server) rescan(i int, paths []string) {
 		return
 	}
 	t := s.trees[i]
-	s.order.Lock()
-	defer s.order.Unlock()
 	var changed []item
 	if paths == nil {
 		var err error
@@ -362,8 +373,7 @@ func (s *server) handle(ctx context.Context, m any) error {
 			pf, err := t.beginPut(m.Path, m.E, m.Expect)
 			if err != nil {
 				s.skip = m.ID
-				res.State, res.Err, res.Code = t.get(m.Path), err.Error(), failCode(err)
-				s.q.push(res)
+				s.finish(t, m.Folder, res, err)
 				return nil
 			}
 			s.put, s.putID, s.putF = pf, m.ID, m.Folder
@@ -419,6 +429,7 @@ func (s *server) handle(ctx context.Context, m any) error {
 }
 
 func (s *server) finish(t *tree, i int, res *resultMsg, err error) {
+	err = asVanished(res.Path, err)
 	if err != nil {
 		res.Err = err.Error()
 		res.Code = failCode(err)
@@ -441,6 +452,9 @@ func (s *server) finish(t *tree, i int, res *resultMsg, err error) {
 		s.q.push(&entriesMsg{Folder: i, Items: dirs})
 	}
 	s.q.push(res)
+	if errors.Is(err, errVanished) {
+		s.rescanLocked(i, ancestors(res.Path, res.To))
+	}
 }
 
 // startFolder scans folder i (first time: with the client's rules now
