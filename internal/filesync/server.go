@@ -126,6 +126,10 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 	}
 }
 
+// testHookRescanned, when set (tests only), runs between a rescan finding
+// changes and queueing them: where an op could overtake them.
+var testHookRescanned func(changed []item)
+
 type sfolder struct {
 	mu      sync.Mutex
 	w       *watcher
@@ -282,6 +286,9 @@ func (s *server) rescanLocked(i int, paths []string) {
 	}
 	if len(changed) == 0 {
 		return
+	}
+	if testHookRescanned != nil {
+		testHookRescanned(changed)
 	}
 	s.markDirty(i)
 	if w != nil {
@@ -468,7 +475,8 @@ func (s *server) startFolder(i int) {
 	f.mu.Unlock()
 	start := time.Now()
 	s.order.Lock()
-	if _, err := t.scanAll(first); err != nil {
+	changed, err := t.scanAll(first)
+	if err != nil {
 		t.log.Warn("scan", "err", err)
 	}
 	snap := t.snapshot()
@@ -476,7 +484,9 @@ func (s *server) startFolder(i int) {
 	for p, e := range snap {
 		items = append(items, item{Path: p, E: e})
 	}
-	s.markDirty(i)
+	if len(changed) > 0 {
+		s.markDirty(i) // an unchanged index is not written again
+	}
 	s.sendEntries(i, true, items)
 	s.order.Unlock()
 	t.log.Info("remote index sent", "entries", len(items), "took", time.Since(start))
