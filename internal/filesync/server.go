@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -109,7 +110,8 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 			s.stopWatchers()
 			s.saveAll()
 			if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || ctx.Err() != nil {
-				log.Info("sync session ended", "reason", err, "sent", out.fw.Bytes, "blocks", out.fw.Blocks)
+				log.Info("sync session ended", "reason", err, "sent", out.fw.Bytes, "blocks", out.fw.Blocks,
+					"reading", time.Duration(s.waitT.Load()).Round(time.Millisecond), "applying", time.Duration(s.handleT.Load()).Round(time.Millisecond))
 				return nil
 			}
 			log.Warn("sync session failed", "err", err)
@@ -153,6 +155,10 @@ type server struct {
 	// mirror of the index keeps the older state (and acts on it: a file
 	// taken for deleted there is deleted here).
 	order sync.Mutex
+
+	// time the reader spent waiting for the client and applying what it
+	// sent (logged at the end of a session)
+	waitT, handleT atomic.Int64 // nanoseconds
 
 	put   *putFile
 	putID uint64
@@ -324,7 +330,9 @@ func (s *server) read(ctx context.Context, fr *frameReader) error {
 		}
 	}()
 	for {
+		t0 := time.Now()
 		typ, body, err := fr.next()
+		s.waitT.Add(int64(time.Since(t0)))
 		if err != nil {
 			return err
 		}
@@ -332,7 +340,10 @@ func (s *server) read(ctx context.Context, fr *frameReader) error {
 		if err != nil {
 			return err
 		}
-		if err := s.handle(ctx, m); err != nil {
+		t1 := time.Now()
+		err = s.handle(ctx, m)
+		s.handleT.Add(int64(time.Since(t1)))
+		if err != nil {
 			return err
 		}
 	}

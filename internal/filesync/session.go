@@ -139,7 +139,7 @@ func (s *sender) sendPath(j *sendJob) error {
 		op.Code = opSymlink
 		return s.send(op)
 	}
-	f, err := t.r.Open(j.Path)
+	f, err := t.open(j.Path)
 	if err != nil {
 		s.failed(j, Entry{}, err)
 		return nil

@@ -148,7 +148,7 @@ func (t *tree) setRules(excludes []string, files []ruleFile) {
 
 // hashFile hashes the file at p.
 func (t *tree) hashFile(p string) (uint64, int64, error) {
-	f, err := t.r.Open(p)
+	f, err := t.open(p)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -156,6 +156,14 @@ func (t *tree) hashFile(p string) (uint64, int64, error) {
 	h := xxhash.New()
 	n, err := io.CopyBuffer(h, f, t.buf)
 	return h.Sum64(), n, err
+}
+
+// open opens file p for reading, never outside the root.
+func (t *tree) open(p string) (io.ReadCloser, error) {
+	if f, ok, err := t.openRead(p); ok {
+		return f, err
+	}
+	return t.r.Open(p)
 }
 
 // statEntry turns an lstat result into an Entry, hashing a file only when
