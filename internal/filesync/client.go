@@ -318,7 +318,17 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 	}
 
 	for i, f := range c.folders {
+		// The watcher watches each folder before the scan reads it.
+		w, err := newWatcher(f.t.root, f.t.ignoredDir)
+		if err != nil {
+			f.log.Warn("no file watcher, periodic rescans only", "err", err)
+			w = nil
+		} else {
+			f.w = w
+			f.t.onDir = w.add
+		}
 		changed, err := f.t.scanAll(true)
+		f.t.onDir = nil
 		if err != nil {
 			f.log.Warn("local scan", "err", err)
 		}
@@ -330,11 +340,11 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 			c.sendRulesFiles(f, scanned)
 		}
 		f.rules, f.rulesKnown = scanned, true
-		if w, err := newWatcher(f.t.root, f.t.ignoredDir); err != nil {
-			f.log.Warn("no file watcher, periodic rescans only", "err", err)
-		} else {
-			f.w = w
-			c.watchAll(f)
+		if w != nil {
+			if r := w.degradedReason(); r != "" {
+				f.log.Warn("file watching incomplete", "reason", r)
+				f.addErr("", r)
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -347,17 +357,6 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 					}
 				}
 			}()
-		}
-		// What changed between the scan and the watches taking effect.
-		if f.w != nil {
-			if more, err := f.t.scanAll(false); err == nil {
-				for _, it := range more {
-					f.changed = true
-					if it.E.Kind == KindDir {
-						f.w.add(it.Path)
-					}
-				}
-			}
 		}
 		f.log.Info("local index ready", "entries", len(f.t.idx), "took", time.Since(c.start))
 	}
@@ -405,19 +404,6 @@ func (c *Client) rescanPeriod() time.Duration {
 		}
 	}
 	return rescanEvery
-}
-
-func (c *Client) watchAll(f *cfolder) {
-	f.w.add("")
-	for p, e := range f.t.snapshot() {
-		if e.Kind == KindDir {
-			f.w.add(p)
-		}
-	}
-	if r := f.w.degradedReason(); r != "" {
-		f.log.Warn("file watching incomplete", "reason", r)
-		f.addErr("", r)
-	}
 }
 
 func (c *Client) sendRules(f *cfolder) {

@@ -485,8 +485,21 @@ func (s *server) startFolder(i int) {
 	f.ready = true
 	f.mu.Unlock()
 	start := time.Now()
+	// The first time, the watcher watches each folder before the scan
+	// reads it (nothing changed meanwhile goes unseen).
+	var w *watcher
+	if first {
+		var err error
+		if w, err = newWatcher(t.root, t.ignoredDir); err != nil {
+			t.log.Warn("no file watcher, periodic rescans only", "err", err)
+			w = nil
+		} else {
+			t.onDir = w.add
+		}
+	}
 	s.order.Lock()
 	changed, err := t.scanAll(first)
+	t.onDir = nil
 	if err != nil {
 		t.log.Warn("scan", "err", err)
 	}
@@ -501,19 +514,8 @@ func (s *server) startFolder(i int) {
 	s.sendEntries(i, true, items)
 	s.order.Unlock()
 	t.log.Info("remote index sent", "entries", len(items), "took", time.Since(start))
-	if !first {
+	if w == nil {
 		return
-	}
-	w, err := newWatcher(t.root, t.ignoredDir)
-	if err != nil {
-		t.log.Warn("no file watcher, periodic rescans only", "err", err)
-		return
-	}
-	w.add("")
-	for p, e := range snap {
-		if e.Kind == KindDir {
-			w.add(p)
-		}
 	}
 	if r := w.degradedReason(); r != "" {
 		t.log.Warn("file watching incomplete", "reason", r)
@@ -523,7 +525,6 @@ func (s *server) startFolder(i int) {
 	f.mu.Lock()
 	f.w, f.stopFwd = w, stop
 	f.mu.Unlock()
-	s.rescan(i, nil) // what changed between the scan and the watches taking effect
 	s.fwd.Add(1)
 	go func() {
 		defer s.fwd.Done()

@@ -40,8 +40,12 @@ type tree struct {
 	newDirs   []string // folders made by parents(), reported to the peer
 	never     []string // relative paths never synced (devtool's own state inside the folder)
 	buf       []byte
-	rootfd    int         // the root for the fast put path (-1: none; see fastput_linux.go)
-	noFast    atomic.Bool // the fast path turned out unavailable
+	rootfd    int // the root for the fast put path (-1: none; see fastput_linux.go)
+	// onDir, when set, is called for each folder a walk is about to read
+	// (the watcher watches it before its content is read, so nothing
+	// changed during the scan goes unseen and no second scan is needed).
+	onDir  func(rel string)
+	noFast atomic.Bool // the fast path turned out unavailable
 }
 
 var (
@@ -226,6 +230,9 @@ func (t *tree) scanAll(clean bool) ([]item, error) {
 
 // walk scans folder dir ("" = root) recursively. Callers hold mu.
 func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[]item) error {
+	if t.onDir != nil {
+		t.onDir(dir)
+	}
 	name := dir
 	if name == "" {
 		name = "."
