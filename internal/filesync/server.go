@@ -107,6 +107,7 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 		select {
 		case err = <-errc:
 			cancel()
+			wg.Wait() // the reader and the sender are done: nothing changes the index any more
 			s.stopWatchers()
 			s.saveAll()
 			if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || ctx.Err() != nil {
