@@ -207,3 +207,31 @@ func TestSenderFlushesEverything(t *testing.T) {
 	}
 	_ = io.EOF
 }
+
+// TestRulesChangedBetweenSessions: the rules sent before the scan are the
+// last session's; when the scan finds others, the agent's index answering
+// the old ones is not taken, so a path the new rules no longer ignore is
+// synced (both ways) and nothing is refused or reported.
+func TestRulesChangedBetweenSessions(t *testing.T) {
+	p := newPair(t, ClientOptions{})
+	write(t, p.local, ".gitignore", "*.log\n")
+	write(t, p.local, "keep.txt", "k")
+	p.start(ClientOptions{})
+	p.waitEqual(10 * time.Second)
+	p.stop()
+	// Meanwhile .log files stop being ignored, on both sides.
+	write(t, p.local, ".gitignore", "*.tmp\n")
+	write(t, p.local, "a.log", "local log")
+	write(t, p.remote, "b.log", "remote log")
+	p.start(ClientOptions{})
+	defer p.stop()
+	p.waitEqual(10 * time.Second)
+	for _, side := range []string{p.local, p.remote} {
+		if readFile(t, filepath.Join(side, "a.log")) != "local log" || readFile(t, filepath.Join(side, "b.log")) != "remote log" {
+			t.Fatalf("%s: the logs were not synced", side)
+		}
+	}
+	if errs := p.c.Status().Folders[0].Errors; len(errs) > 0 {
+		t.Errorf("errors reported: %+v", errs)
+	}
+}
