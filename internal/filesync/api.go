@@ -15,18 +15,31 @@
 // concurrent edit is never overwritten. Files are received into a temporary
 // file (".devtool-tmp-*") beside their path and renamed over it, under an
 // os.Root, after checking that every parent is a real folder: no peer path
-// leaves the folder (.., absolute, through a symlink).
+// leaves the folder (.., absolute, through a symlink). On Linux a new file
+// takes a shorter path with the same guarantees: its folder is opened with
+// openat2 beneath the root without following any symlink, and the temporary
+// file is put in place with renameat2(RENAME_NOREPLACE), which fails if
+// anything appeared at the path meanwhile. A folder that vanished under an
+// operation (a local delete racing a transfer) is a change, not an error: the
+// side rescans the path's folders and reconciles again.
 //
 // Indexes persist: the client's (base and local) under ClientOptions.StateDir,
 // the agent's (a content-hash cache) under ServerOptions.StateDir. A file is
 // rehashed only when its size or mtime changed, or when its mtime was too close
 // to the moment it was hashed to be trusted. A session starts with the agent
-// sending its whole index, so a warm session moves only what changed.
+// sending its whole index, so a warm session moves only what changed. The
+// client keeps the rules files of its last scan beside its index and sends
+// them before scanning, so both sides scan at once; rules found different
+// follow, and only the agent's index answering the newest rules is taken.
+// Each watcher watches a folder before the first scan reads it. A session
+// that changed nothing writes no index.
 //
 // The stream: each side sends "DTSY" and the protocol version (a mismatch fails
 // with ErrVersion, naming both); then blocks of at most 1 MiB of frames,
-// zstd-compressed when that shrinks them by an eighth, sent whenever the
-// outgoing queue runs dry. The decoder bounds every length. File data goes in
+// zstd-compressed when that shrinks them by an eighth, sent when the outgoing
+// queue runs dry: at once on a quiet stream (an edit), after a few
+// milliseconds more on a busy one, so thousands of small messages share a
+// block. The decoder bounds every length. File data goes in
 // 128 KiB chunks, so memory follows the index, not file sizes.
 //
 // Ignore rules: .gitignore and .devtoolignore at every level (see package

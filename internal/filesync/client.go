@@ -32,6 +32,7 @@ type Client struct {
 	out      *queue[any]
 	start    time.Time
 	statusAt time.Time
+	freed    bool // memory given back after the first synchronization
 
 	getsMu sync.Mutex
 	gets   map[uint64]*pendingOp // pulls, read by the stream reader
@@ -64,6 +65,16 @@ type cfolder struct {
 	changed     bool
 	done        bool
 	w           *watcher
+	// rules are the rules files of the last local scan (persisted beside the
+	// index), sent before this session's scan so the agent scans while this
+	// side does; rulesKnown when they were loaded or scanned.
+	rules      []ruleFile
+	rulesKnown bool
+	savedRules []ruleFile
+	// rulesSent counts rules messages this session, fullsDone the agent's
+	// complete indexes: each rules message gets one, and only the answer to
+	// the last one is taken.
+	rulesSent, fullsDone int
 }
 
 type pendingOp struct {
@@ -125,6 +136,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 					cf.log.Warn("sync index unreadable: starting afresh (differences become conflicts)", "err", err)
 				}
 				cf.base, cf.local = maps[0], maps[1]
+				if rules, err := loadRules(cf.file + ".rules"); err == nil {
+					cf.rules, cf.savedRules, cf.rulesKnown = rules, rules, true
+				}
 			}
 		}
 		c.folders = append(c.folders, cf)
@@ -242,6 +256,10 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		f.remote, f.fullNext, f.remoteReady = map[string]Entry{}, nil, false
 		f.dirty, f.inflight, f.failed, f.diff = map[string]struct{}{}, map[string]uint64{}, map[string][2]Entry{}, map[string]struct{}{}
 		f.done = false
+		f.rulesSent, f.fullsDone = 0, 0
+		if reset {
+			f.rules, f.rulesKnown = nil, false
+		}
 	}
 
 	if err := writeHello(rw); err != nil {
@@ -285,18 +303,48 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 	c.mu.Unlock()
 	c.updateStatus(true)
 
+	// The sender and reader run from here: the rules of the last session go
+	// out before the local scan, so the agent scans its side meanwhile; if
+	// the scan finds other rules, they follow and the agent's answer to them
+	// is the index taken.
+	errc := make(chan error, 2)
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- out.run(ctx) }()
+	go func() { defer wg.Done(); errc <- c.read(fr) }()
+	for _, f := range c.folders {
+		if f.rulesKnown {
+			c.sendRulesFiles(f, f.rules)
+		}
+	}
+
 	for i, f := range c.folders {
+		// The watcher watches each folder before the scan reads it.
+		w, err := newWatcher(f.t.root, f.t.ignoredDir)
+		if err != nil {
+			f.log.Warn("no file watcher, periodic rescans only", "err", err)
+			w = nil
+		} else {
+			f.w = w
+			f.t.onDir = w.add
+		}
 		changed, err := f.t.scanAll(true)
+		f.t.onDir = nil
 		if err != nil {
 			f.log.Warn("local scan", "err", err)
 		}
 		f.changed = f.changed || len(changed) > 0
-		c.sendRules(f)
-		if w, err := newWatcher(f.t.root, f.t.ignoredDir); err != nil {
-			f.log.Warn("no file watcher, periodic rescans only", "err", err)
-		} else {
-			f.w = w
-			c.watchAll(f)
+		f.t.mu.Lock()
+		scanned := append([]ruleFile(nil), f.t.rules...)
+		f.t.mu.Unlock()
+		if !f.rulesKnown || !sameRules(scanned, f.rules) {
+			c.sendRulesFiles(f, scanned)
+		}
+		f.rules, f.rulesKnown = scanned, true
+		if w != nil {
+			if r := w.degradedReason(); r != "" {
+				f.log.Warn("file watching incomplete", "reason", r)
+				f.addErr("", r)
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -310,24 +358,8 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 				}
 			}()
 		}
-		// What changed between the scan and the watches taking effect.
-		if f.w != nil {
-			if more, err := f.t.scanAll(false); err == nil {
-				for _, it := range more {
-					f.changed = true
-					if it.E.Kind == KindDir {
-						f.w.add(it.Path)
-					}
-				}
-			}
-		}
 		f.log.Info("local index ready", "entries", len(f.t.idx), "took", time.Since(c.start))
 	}
-
-	errc := make(chan error, 2)
-	wg.Add(2)
-	go func() { defer wg.Done(); errc <- out.run(ctx) }()
-	go func() { defer wg.Done(); errc <- c.read(fr) }()
 
 	tick := time.NewTicker(saveEvery)
 	defer tick.Stop()
@@ -374,23 +406,16 @@ func (c *Client) rescanPeriod() time.Duration {
 	return rescanEvery
 }
 
-func (c *Client) watchAll(f *cfolder) {
-	f.w.add("")
-	for p, e := range f.t.snapshot() {
-		if e.Kind == KindDir {
-			f.w.add(p)
-		}
-	}
-	if r := f.w.degradedReason(); r != "" {
-		f.log.Warn("file watching incomplete", "reason", r)
-		f.addErr("", r)
-	}
-}
-
 func (c *Client) sendRules(f *cfolder) {
 	f.t.mu.Lock()
 	files := append([]ruleFile(nil), f.t.rules...)
 	f.t.mu.Unlock()
+	f.rules, f.rulesKnown = files, true
+	c.sendRulesFiles(f, files)
+}
+
+func (c *Client) sendRulesFiles(f *cfolder, files []ruleFile) {
+	f.rulesSent++
 	c.out.push(&rulesMsg{Folder: f.i, Excludes: c.opts.Excludes, Files: files})
 }
 
@@ -405,6 +430,13 @@ func (c *Client) save(f *cfolder) {
 	}
 	if err := saveIndex(f.file, f.f.Local+"\x00"+f.f.Remote, f.base, local); err != nil {
 		f.log.Warn("saving the sync index", "err", err)
+	}
+	if f.rulesKnown && (f.savedRules == nil || !sameRules(f.rules, f.savedRules)) {
+		if err := saveRules(f.file+".rules", f.rules); err != nil {
+			f.log.Warn("saving the sync rules", "err", err)
+		} else {
+			f.savedRules = append([]ruleFile{}, f.rules...)
+		}
 	}
 }
 
@@ -557,6 +589,13 @@ func (c *Client) handle(ev any) {
 			f.markDirty(it.Path)
 		}
 		if m.Full && m.Done {
+			f.fullsDone++
+			if f.fullsDone < f.rulesSent {
+				// the answer to rules that were replaced since: the
+				// answer to the newest follows
+				f.fullNext = nil
+				return
+			}
 			old := f.remote
 			f.remote, f.fullNext = f.fullNext, nil
 			for p := range old {
@@ -613,7 +652,15 @@ func (c *Client) handle(ev any) {
 		c.getsMu.Unlock()
 		c.finish(f, m.id, op)
 		f.log.Debug("sync local done", "id", m.id, "path", op.path, "pull", op.pull, "state", descE(m.state), "err", m.err)
-		if m.err != nil {
+		if err := asVanished(op.path, m.err); errors.Is(err, errVanished) {
+			// A folder above the path went away here meanwhile: the index
+			// learns it now and the path is reconciled again (finish marked
+			// it); only when nothing changed does it wait as a failure.
+			if c.rescanLocal(f, ancestors(op.path)) > 0 {
+				break
+			}
+			c.failed(f, op, failChanged, err.Error(), f.t.get(op.path), f.remote[op.path])
+		} else if m.err != nil {
 			code := failCode(m.err)
 			if !op.pull {
 				code = failChanged // the local path changed before it could be sent
@@ -664,6 +711,23 @@ func (c *Client) handle(ev any) {
 			f.changed = true
 		}
 	}
+}
+
+// rescanLocal rescans paths of f and queues what changed; it returns how
+// many paths changed.
+func (c *Client) rescanLocal(f *cfolder, paths []string) int {
+	changed, _ := f.t.scanPaths(paths)
+	for _, it := range changed {
+		f.log.Debug("local entry", "path", it.Path, "e", descE(it.E))
+		f.markDirty(it.Path)
+		if it.E.Kind == KindDir && f.w != nil {
+			f.w.add(it.Path)
+		}
+	}
+	if len(changed) > 0 {
+		f.changed = true
+	}
+	return len(changed)
 }
 
 func setEntry(m map[string]Entry, p string, e Entry) {
@@ -768,17 +832,16 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 		if l.Kind == KindNone {
 			if _, ok := f.base[p]; ok {
 				f.log.Debug("base removed", "path", p)
+				delete(f.base, p)
+				f.changed = true
 			}
-			delete(f.base, p)
-		} else {
-			if !same(f.base[p], l) {
-				f.log.Debug("base set", "path", p, "e", descE(l))
-			}
+		} else if b, ok := f.base[p]; !ok || !same(b, l) || b.MTime != l.MTime {
+			f.log.Debug("base set", "path", p, "e", descE(l))
 			f.base[p] = l
+			f.changed = true
 		}
 		delete(f.diff, p)
 		delete(f.failed, p)
-		f.changed = true
 		return plan
 	}
 	f.diff[p] = struct{}{}
@@ -948,22 +1011,32 @@ func (c *Client) conflict(f *cfolder, p, to, side string) {
 // folder has caught up the first time.
 func (c *Client) updateStatus(force bool) {
 	all := true
+	var save []*cfolder
 	for _, f := range c.folders {
 		if !f.done && f.remoteReady && len(f.dirty) == 0 && len(f.inflight) == 0 && len(f.diff) <= len(f.failed) {
 			f.done = true
 			f.log.Info("initial sync done", "entries", len(f.base), "took", time.Since(c.start), "conflicts", len(f.conflicts))
-			f.changed = true
-			c.save(f)
+			if f.changed {
+				save = append(save, f)
+			}
 		}
 		all = all && f.done
 	}
 	if all {
 		c.syncedOnce.Do(func() {
 			close(c.synced)
-			// The initial transfer's buffers and queues are garbage now:
-			// give them back, so an idle `up` holds about its indexes.
-			debug.FreeOSMemory()
 		})
+	}
+	// Saved once synced is announced (a warm session that changed nothing
+	// writes nothing).
+	for _, f := range save {
+		c.save(f)
+	}
+	if all && !c.freed {
+		c.freed = true
+		// The initial transfer's buffers and queues are garbage now: give
+		// them back, so an idle `up` holds about its indexes.
+		debug.FreeOSMemory()
 	}
 	// Computing the status walks the differing paths: at most every 100 ms
 	// while busy (the save tick refreshes it when things are quiet).

@@ -3,6 +3,7 @@ package filesync
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -213,9 +214,17 @@ func TestStateDirInsideFolderNeverSynced(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		p.stop()
 	}
-	for _, d := range []string{p.clientDir, p.serverDir} {
-		if ents, _ := os.ReadDir(d); len(ents) != 1 {
-			t.Fatalf("%s holds %v: a state dir inside the folder was synced", d, ents)
+	// Each state dir holds its own side's files only (the client's index and
+	// rules, the agent's index), never the other's.
+	for d, own := range map[string]string{p.clientDir: "local-", p.serverDir: "remote-"} {
+		ents, _ := os.ReadDir(d)
+		if len(ents) == 0 {
+			t.Fatalf("%s is empty", d)
+		}
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), own) {
+				t.Fatalf("%s holds %v: a state dir inside the folder was synced", d, ents)
+			}
 		}
 	}
 	if readFile(t, filepath.Join(p.remote, "a")) != "x" {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -106,10 +107,12 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 		select {
 		case err = <-errc:
 			cancel()
+			wg.Wait() // the reader and the sender are done: nothing changes the index any more
 			s.stopWatchers()
 			s.saveAll()
 			if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || ctx.Err() != nil {
-				log.Info("sync session ended", "reason", err)
+				log.Info("sync session ended", "reason", err, "sent", out.fw.Bytes, "blocks", out.fw.Blocks,
+					"reading", time.Duration(s.waitT.Load()).Round(time.Millisecond), "applying", time.Duration(s.handleT.Load()).Round(time.Millisecond))
 				return nil
 			}
 			log.Warn("sync session failed", "err", err)
@@ -125,6 +128,10 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 		}
 	}
 }
+
+// testHookRescanned, when set (tests only), runs between a rescan finding
+// changes and queueing them: where an op could overtake them.
+var testHookRescanned func(changed []item)
 
 type sfolder struct {
 	mu      sync.Mutex
@@ -142,6 +149,17 @@ type server struct {
 	trees   []*tree
 	folders []*sfolder
 	fwd     sync.WaitGroup
+	// order is held from reading or changing a tree's index until what
+	// that produced (entries, results) is queued, so the client receives
+	// them in the order the index went through: a rescan's entries computed
+	// before an op must not arrive after the op's result, or the client's
+	// mirror of the index keeps the older state (and acts on it: a file
+	// taken for deleted there is deleted here).
+	order sync.Mutex
+
+	// time the reader spent waiting for the client and applying what it
+	// sent (logged at the end of a session)
+	waitT, handleT atomic.Int64 // nanoseconds
 
 	put   *putFile
 	putID uint64
@@ -231,11 +249,29 @@ func (s *server) stopWatchers() {
 
 // sendFailed answers a get whose path changed or vanished.
 func (s *server) sendFailed(j *sendJob, cur Entry, err error) {
+	s.order.Lock()
+	defer s.order.Unlock()
+	err = asVanished(j.Path, err)
+	if j.Folder >= 0 && j.Folder < len(s.trees) {
+		cur = s.trees[j.Folder].get(j.Path) // the index's state: what later entries are relative to
+	}
 	s.q.push(&resultMsg{ID: j.ID, Folder: j.Folder, Path: j.Path, Err: err.Error(), Code: failCode(err), State: cur})
+	// The path (or a folder above it) is gone or changed: the index learns
+	// it now, so its entries follow the result.
+	if j.Folder >= 0 && j.Folder < len(s.trees) {
+		s.rescanLocked(j.Folder, ancestors(j.Path))
+	}
 }
 
 // rescan scans paths (nil: everything) and sends what changed.
 func (s *server) rescan(i int, paths []string) {
+	s.order.Lock()
+	defer s.order.Unlock()
+	s.rescanLocked(i, paths)
+}
+
+// rescanLocked is rescan for callers holding order.
+func (s *server) rescanLocked(i int, paths []string) {
 	f := s.folders[i]
 	f.mu.Lock()
 	ready := f.ready
@@ -257,6 +293,9 @@ func (s *server) rescan(i int, paths []string) {
 	}
 	if len(changed) == 0 {
 		return
+	}
+	if testHookRescanned != nil {
+		testHookRescanned(changed)
 	}
 	s.markDirty(i)
 	if w != nil {
@@ -292,7 +331,9 @@ func (s *server) read(ctx context.Context, fr *frameReader) error {
 		}
 	}()
 	for {
+		t0 := time.Now()
 		typ, body, err := fr.next()
+		s.waitT.Add(int64(time.Since(t0)))
 		if err != nil {
 			return err
 		}
@@ -300,7 +341,10 @@ func (s *server) read(ctx context.Context, fr *frameReader) error {
 		if err != nil {
 			return err
 		}
-		if err := s.handle(ctx, m); err != nil {
+		t1 := time.Now()
+		err = s.handle(ctx, m)
+		s.handleT.Add(int64(time.Since(t1)))
+		if err != nil {
 			return err
 		}
 	}
@@ -333,6 +377,8 @@ func (s *server) handle(ctx context.Context, m any) error {
 		}
 		s.q.push(&sendJob{ID: m.ID, Folder: m.Folder, Path: m.Path, Expect: m.Expect})
 	case *opMsg:
+		s.order.Lock()
+		defer s.order.Unlock()
 		t, err := s.folder(m.Folder)
 		if err != nil {
 			return err
@@ -346,8 +392,7 @@ func (s *server) handle(ctx context.Context, m any) error {
 			pf, err := t.beginPut(m.Path, m.E, m.Expect)
 			if err != nil {
 				s.skip = m.ID
-				res.State, res.Err, res.Code = t.get(m.Path), err.Error(), failCode(err)
-				s.q.push(res)
+				s.finish(t, m.Folder, res, err)
 				return nil
 			}
 			s.put, s.putID, s.putF = pf, m.ID, m.Folder
@@ -363,6 +408,8 @@ func (s *server) handle(ctx context.Context, m any) error {
 		}
 		s.finish(t, m.Folder, res, err)
 	case *chunkMsg:
+		s.order.Lock()
+		defer s.order.Unlock()
 		if s.put == nil || s.putID != m.ID {
 			if m.ID == s.skip {
 				return nil
@@ -401,9 +448,16 @@ func (s *server) handle(ctx context.Context, m any) error {
 }
 
 func (s *server) finish(t *tree, i int, res *resultMsg, err error) {
+	err = asVanished(res.Path, err)
 	if err != nil {
 		res.Err = err.Error()
 		res.Code = failCode(err)
+		// Report the index's state, not the disk's: what differs on disk
+		// comes with the rescan that updates the index.
+		res.State = t.get(res.Path)
+		if res.To != "" {
+			res.ToState = t.get(res.To)
+		}
 		if errors.Is(err, errEscape) {
 			t.log.Warn("refused path from the client", "path", res.Path, "err", err)
 		} else {
@@ -417,6 +471,9 @@ func (s *server) finish(t *tree, i int, res *resultMsg, err error) {
 		s.q.push(&entriesMsg{Folder: i, Items: dirs})
 	}
 	s.q.push(res)
+	if errors.Is(err, errVanished) {
+		s.rescanLocked(i, ancestors(res.Path, res.To))
+	}
 }
 
 // startFolder scans folder i (first time: with the client's rules now
@@ -429,7 +486,22 @@ func (s *server) startFolder(i int) {
 	f.ready = true
 	f.mu.Unlock()
 	start := time.Now()
-	if _, err := t.scanAll(first); err != nil {
+	// The first time, the watcher watches each folder before the scan
+	// reads it (nothing changed meanwhile goes unseen).
+	var w *watcher
+	if first {
+		var err error
+		if w, err = newWatcher(t.root, t.ignoredDir); err != nil {
+			t.log.Warn("no file watcher, periodic rescans only", "err", err)
+			w = nil
+		} else {
+			t.onDir = w.add
+		}
+	}
+	s.order.Lock()
+	changed, err := t.scanAll(first)
+	t.onDir = nil
+	if err != nil {
 		t.log.Warn("scan", "err", err)
 	}
 	snap := t.snapshot()
@@ -437,22 +509,14 @@ func (s *server) startFolder(i int) {
 	for p, e := range snap {
 		items = append(items, item{Path: p, E: e})
 	}
-	s.markDirty(i)
+	if len(changed) > 0 {
+		s.markDirty(i) // an unchanged index is not written again
+	}
 	s.sendEntries(i, true, items)
+	s.order.Unlock()
 	t.log.Info("remote index sent", "entries", len(items), "took", time.Since(start))
-	if !first {
+	if w == nil {
 		return
-	}
-	w, err := newWatcher(t.root, t.ignoredDir)
-	if err != nil {
-		t.log.Warn("no file watcher, periodic rescans only", "err", err)
-		return
-	}
-	w.add("")
-	for p, e := range snap {
-		if e.Kind == KindDir {
-			w.add(p)
-		}
 	}
 	if r := w.degradedReason(); r != "" {
 		t.log.Warn("file watching incomplete", "reason", r)
@@ -462,7 +526,6 @@ func (s *server) startFolder(i int) {
 	f.mu.Lock()
 	f.w, f.stopFwd = w, stop
 	f.mu.Unlock()
-	s.rescan(i, nil) // what changed between the scan and the watches taking effect
 	s.fwd.Add(1)
 	go func() {
 		defer s.fwd.Done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 )
 
 // sendJob sends the current content of path (file, folder or symlink) as an
@@ -39,10 +40,25 @@ func (s *sender) send(m any) error {
 	return s.fw.frame(typ, s.enc.b)
 }
 
+// Coalescing: a message on a quiet stream goes out at once (an edit); while
+// the stream is busy (a block sent within flushIdle), a block whose queue ran
+// dry waits up to flushDelay for more, and at most flushMax after its first
+// frame, so thousands of small messages (results of an initial sync) share
+// blocks instead of each paying an SSH packet and a trip through every layer
+// of the port-forward.
+const (
+	flushIdle  = 10 * time.Millisecond
+	flushDelay = 2 * time.Millisecond
+	flushMax   = 5 * time.Millisecond
+)
+
 // run writes what is queued until ctx ends or the stream fails, flushing
-// whenever the queue runs dry.
+// when the queue runs dry (see flushIdle).
 func (s *sender) run(ctx context.Context) error {
 	defer s.fw.close()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		items, err := s.q.wait(ctx)
 		if err != nil {
@@ -59,12 +75,47 @@ func (s *sender) run(ctx context.Context) error {
 				return err
 			}
 		}
-		if s.q.len() == 0 {
-			if err := s.fw.flush(); err != nil {
+		if s.q.len() > 0 || s.fw.pending() == 0 {
+			continue
+		}
+		if time.Since(s.fw.flushedAt) < flushIdle {
+			if err := s.linger(ctx, timer); err != nil {
 				return err
 			}
+			if s.q.len() > 0 {
+				continue
+			}
+		}
+		if err := s.fw.flush(); err != nil {
+			return err
 		}
 	}
+}
+
+// linger waits until something is queued, flushDelay passed, or the pending
+// block is flushMax old.
+func (s *sender) linger(ctx context.Context, timer *time.Timer) error {
+	deadline := time.Now().Add(flushDelay)
+	if d := s.fw.firstAt.Add(flushMax); d.Before(deadline) {
+		deadline = d
+	}
+	for s.q.len() == 0 {
+		d := time.Until(deadline)
+		if d <= 0 {
+			return nil
+		}
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-s.q.notify:
+			timer.Stop() // a stale token (items already taken) loops again
+		case <-timer.C:
+			return nil
+		}
+	}
+	return nil
 }
 
 func (s *sender) sendPath(j *sendJob) error {
@@ -88,7 +139,7 @@ func (s *sender) sendPath(j *sendJob) error {
 		op.Code = opSymlink
 		return s.send(op)
 	}
-	f, err := t.r.Open(j.Path)
+	f, err := t.open(j.Path)
 	if err != nil {
 		s.failed(j, Entry{}, err)
 		return nil

@@ -97,3 +97,51 @@ func indexFile(stateDir, side, root string) string {
 }
 
 func newHasher() *xxhash.Digest { return xxhash.New() }
+
+const rulesMagic = "DTRULES1\n"
+
+// saveRules persists the rules files of the last local scan (sent early in
+// the next session).
+func saveRules(file string, rules []ruleFile) error {
+	e := &encoder{b: []byte(rulesMagic)}
+	e.uvarint(uint64(len(rules)))
+	for _, r := range rules {
+		e.str(r.Dir)
+		e.str(r.Content)
+	}
+	e.b = binary.LittleEndian.AppendUint64(e.b, xxhash.Sum64(e.b))
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, e.b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
+}
+
+// loadRules reads what saveRules wrote; any damage is an error (the session
+// then sends its rules after the scan, as a first one does).
+func loadRules(file string) ([]ruleFile, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < len(rulesMagic)+8 || !bytes.HasPrefix(b, []byte(rulesMagic)) {
+		return nil, fmt.Errorf("%s: not a rules file", file)
+	}
+	body, sum := b[:len(b)-8], binary.LittleEndian.Uint64(b[len(b)-8:])
+	if xxhash.Sum64(body) != sum {
+		return nil, fmt.Errorf("%s: checksum mismatch", file)
+	}
+	d := &decoder{b: body[len(rulesMagic):]}
+	n := d.count(2)
+	rules := make([]ruleFile, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		rules = append(rules, ruleFile{Dir: d.str(), Content: d.str()})
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail(fmt.Errorf("%d trailing bytes", len(d.b)))
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%s: %w", file, d.err)
+	}
+	return rules, nil
+}

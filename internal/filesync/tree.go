@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,13 +40,54 @@ type tree struct {
 	newDirs   []string // folders made by parents(), reported to the peer
 	never     []string // relative paths never synced (devtool's own state inside the folder)
 	buf       []byte
+	rootfd    int // the root for the fast put path (-1: none; see fastput_linux.go)
+	// onDir, when set, is called for each folder a walk is about to read
+	// (the watcher watches it before its content is read, so nothing
+	// changed during the scan goes unseen and no second scan is needed).
+	onDir  func(rel string)
+	noFast atomic.Bool // the fast path turned out unavailable
 }
 
 var (
 	errChanged  = errors.New("changed on this side since the decision")
 	errNotEmpty = errors.New("directory not empty")
 	errIgnored  = errors.New("ignored on this side")
+	// errVanished: a folder above the path vanished (or became a file) on
+	// this side since the decision, a normal race with a local delete. It is
+	// a change like any other: the side that saw it rescans the path's
+	// folders and reconciles again; it is never reported as an error.
+	errVanished = fmt.Errorf("a folder above it vanished: %w", errChanged)
 )
+
+// asVanished turns a "no such file" or "not a directory" error of an
+// operation on p into errVanished.
+func asVanished(p string, err error) error {
+	if err == nil || errors.Is(err, errChanged) || errors.Is(err, errEscape) {
+		return err
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("%s: %w (%v)", p, errVanished, err)
+	}
+	return err
+}
+
+// ancestors lists the folders above the given paths (and the paths), for a
+// rescan after errVanished.
+func ancestors(paths ...string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		for i := 0; i <= len(p); i++ {
+			if i == len(p) || p[i] == '/' {
+				if q := p[:i]; q != "" && !seen[q] {
+					seen[q] = true
+					out = append(out, q)
+				}
+			}
+		}
+	}
+	return out
+}
 
 func openTree(root string, create bool, log *slog.Logger) (*tree, error) {
 	if !filepath.IsAbs(root) {
@@ -67,10 +109,14 @@ func openTree(root string, create bool, log *slog.Logger) (*tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sync folder: %w", err)
 	}
-	return &tree{root: root, r: r, log: log, idx: map[string]Entry{}, ign: ignore.New(nil), buf: make([]byte, 64<<10)}, nil
+	return &tree{root: root, r: r, log: log, idx: map[string]Entry{}, ign: ignore.New(nil), buf: make([]byte, 64<<10), rootfd: openRootFD(root)}, nil
 }
 
-func (t *tree) close() { t.r.Close() }
+func (t *tree) close() {
+	t.r.Close()
+	closeRootFD(t.rootfd)
+	t.rootfd = -1
+}
 
 // skipName is true for names never synced whatever the rules say.
 func skipName(name string) bool {
@@ -106,7 +152,7 @@ func (t *tree) setRules(excludes []string, files []ruleFile) {
 
 // hashFile hashes the file at p.
 func (t *tree) hashFile(p string) (uint64, int64, error) {
-	f, err := t.r.Open(p)
+	f, err := t.open(p)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -114,6 +160,14 @@ func (t *tree) hashFile(p string) (uint64, int64, error) {
 	h := xxhash.New()
 	n, err := io.CopyBuffer(h, f, t.buf)
 	return h.Sum64(), n, err
+}
+
+// open opens file p for reading, never outside the root.
+func (t *tree) open(p string) (io.ReadCloser, error) {
+	if f, ok, err := t.openRead(p); ok {
+		return f, err
+	}
+	return t.r.Open(p)
 }
 
 // statEntry turns an lstat result into an Entry, hashing a file only when
@@ -176,6 +230,9 @@ func (t *tree) scanAll(clean bool) ([]item, error) {
 
 // walk scans folder dir ("" = root) recursively. Callers hold mu.
 func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[]item) error {
+	if t.onDir != nil {
+		t.onDir(dir)
+	}
 	name := dir
 	if name == "" {
 		name = "."
@@ -441,6 +498,7 @@ type putFile struct {
 	e      Entry
 	expect Entry
 	f      *os.File
+	ff     *fastFile // the fast path (f is nil then)
 	h      *xxhash.Digest
 	n      int64
 }
@@ -451,6 +509,20 @@ func (t *tree) beginPut(p string, e Entry, expect Entry) (*putFile, error) {
 	defer t.mu.Unlock()
 	if err := t.checkPeerPath(p, false); err != nil {
 		return nil, err
+	}
+	if expect.Kind == KindNone {
+		// A new file: the fast path puts it in place only if the path is
+		// still free then, which is the check that counts.
+		if err := t.parents(p); err != nil {
+			return nil, err
+		}
+		ff, ok, err := t.beginFast(p, dirOf(p), e.Exec)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return &putFile{t: t, p: p, e: e, expect: expect, ff: ff, h: xxhash.New()}, nil
+		}
 	}
 	if _, err := t.expect(p, expect); err != nil {
 		return nil, err
@@ -476,11 +548,18 @@ func (pf *putFile) write(b []byte) error {
 	if pf.n > pf.e.Size {
 		return fmt.Errorf("%s: more data than its announced %d bytes", pf.p, pf.e.Size)
 	}
+	if pf.ff != nil {
+		return pf.ff.write(b)
+	}
 	_, err := pf.f.Write(b)
 	return err
 }
 
 func (pf *putFile) abort() {
+	if pf.ff != nil {
+		pf.ff.abort()
+		return
+	}
 	pf.f.Close()
 	_ = pf.t.r.Remove(pf.tmp)
 }
@@ -488,6 +567,9 @@ func (pf *putFile) abort() {
 // commit checks the content, then renames the temporary file over p if p
 // still is what was expected. It returns p's state afterwards.
 func (pf *putFile) commit() (Entry, error) {
+	if pf.ff != nil {
+		return pf.commitFast()
+	}
 	t := pf.t
 	var err error
 	if pf.n != pf.e.Size || pf.h.Sum64() != pf.e.Hash {

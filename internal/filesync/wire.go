@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -68,13 +69,20 @@ func readHello(r io.Reader, peer string) error {
 // frameWriter batches frames into blocks, compressing a block when that pays.
 // One goroutine uses it.
 type frameWriter struct {
-	w     io.Writer
-	buf   []byte
-	zbuf  []byte
-	enc   *zstd.Encoder
-	skip  int // blocks left to send raw after one that did not shrink
-	Bytes int64
+	w      io.Writer
+	buf    []byte
+	zbuf   []byte
+	enc    *zstd.Encoder
+	skip   int // blocks left to send raw after one that did not shrink
+	Bytes  int64
+	Blocks int64
+	// flushedAt is when the last block was sent; firstAt when the pending
+	// block got its first frame.
+	flushedAt, firstAt time.Time
 }
+
+// pending is the size of the block not yet sent.
+func (fw *frameWriter) pending() int { return len(fw.buf) - 8 }
 
 func newFrameWriter(w io.Writer) *frameWriter {
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
@@ -94,6 +102,9 @@ func (fw *frameWriter) frame(typ byte, body []byte) error {
 		if err := fw.flush(); err != nil {
 			return err
 		}
+	}
+	if len(fw.buf) == 8 {
+		fw.firstAt = time.Now()
 	}
 	fw.buf = binary.AppendUvarint(fw.buf, uint64(n))
 	fw.buf = append(fw.buf, typ)
@@ -126,6 +137,8 @@ func (fw *frameWriter) flush() error {
 	}
 	_, err := fw.w.Write(out)
 	fw.Bytes += int64(len(out))
+	fw.Blocks++
+	fw.flushedAt = time.Now()
 	fw.buf = fw.buf[:8]
 	return err
 }

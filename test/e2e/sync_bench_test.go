@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,10 @@ import (
 //
 //	DEVTOOL_TEST_KUBECONFIG=/tmp/devtool-cluster/kubeconfig nice go test -tags integration -run '^$' \
 //	    -bench SyncPortForward -benchtime 1x -timeout 30m ./test/e2e/
+//
+// Each initial sync also logs the agent's CPU time during it; DEVTOOL_BENCH_LOG=1 adds the
+// client's log (local scan, remote index, done) and the agent's session summary (blocks sent,
+// time spent reading from the client and applying what it sent).
 func BenchmarkSyncPortForward(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -108,8 +113,12 @@ func (f *benchFixture) remoteDir(kind string) string {
 // syncOnce runs a new client (state in stateDir) until it reports synced, returning the time
 // from Run to synced; the client is stopped before it returns.
 func (f *benchFixture) syncOnce(ctx context.Context, b *testing.B, local, remote, stateDir string) time.Duration {
+	var logger *slog.Logger
+	if os.Getenv("DEVTOOL_BENCH_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
 	sc, err := filesync.NewClient(filesync.ClientOptions{Folders: []filesync.Folder{{Local: local, Remote: remote}},
-		Excludes: []string{".done"}, StateDir: stateDir})
+		Excludes: []string{".done"}, StateDir: stateDir, Logger: logger})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -178,9 +187,17 @@ func (f *benchFixture) initial(ctx context.Context, b *testing.B, kind string, n
 			f.rm(ctx, b, f.warmRemote)
 		}
 		remote, state := f.remoteDir("sync-"+kind), b.TempDir()
+		t0, _ := f.agentStat(ctx, b)
 		b.StartTimer()
 		syncT += f.syncOnce(ctx, b, dir, remote, state)
 		b.StopTimer()
+		t1, _ := f.agentStat(ctx, b)
+		b.Logf("%s: agent CPU during the sync: %.2f s", kind, float64(t1-t0)/100)
+		if os.Getenv("DEVTOOL_BENCH_LOG") != "" {
+			time.Sleep(500 * time.Millisecond)
+			lg, _ := sshRun(ctx, f.cl, "grep 'sync session ended' /devtool/agent.log | tail -1", nil)
+			b.Log(lg)
+		}
 		if got := f.count(ctx, b, remote); got != n {
 			b.Fatalf("synced %d files of %d", got, n)
 		}

@@ -1,0 +1,242 @@
+//go:build linux
+
+package filesync
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The fast path for a new file (nothing at its path when it was decided) on
+// Linux: the parent folder is opened once beneath the root with openat2
+// (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS: no component may be a symlink or
+// leave the root), and the file is created, written, dated and put in place
+// relative to that descriptor: renameat2(RENAME_NOREPLACE) fails if anything
+// appeared at the path meanwhile, as the hard link of the portable path does.
+// About 7 system calls per file instead of about 23 through os.Root (which
+// walks and reopens the path for every call), which is most of the agent's
+// cost in an initial sync of many small files.
+
+// fastFile is the platform part of a putFile on the fast path.
+type fastFile struct {
+	dirfd   int // the parent folder; rootfd itself for a file at the top
+	ownDir  bool
+	fd      int
+	tmpBase string
+	base    string
+}
+
+// openRootFD opens the root folder for the fast path (-1 when it cannot be).
+func openRootFD(root string) int {
+	fd, err := unix.Open(root, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+func closeRootFD(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// beginFast creates the temporary file for new file p in folder dir. ok is
+// false when the fast path is not available (the caller takes the portable
+// one).
+func (t *tree) beginFast(p, dir string, exec bool) (ff *fastFile, ok bool, err error) {
+	if t.rootfd < 0 || t.noFast.Load() {
+		return nil, false, nil
+	}
+	dirfd, own := t.rootfd, false
+	if dir != "" {
+		dirfd, err = unix.Openat2(t.rootfd, dir, &unix.OpenHow{
+			Flags:   unix.O_DIRECTORY | unix.O_RDONLY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+			t.noFast.Store(true) // kernel before 5.6, or a seccomp filter
+			return nil, false, nil
+		}
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+			return nil, false, fmt.Errorf("%s: %w (now a symlink on this side)", p, errVanished)
+		}
+		if err != nil {
+			return nil, false, &os.PathError{Op: "open", Path: dir, Err: err}
+		}
+		own = true
+	}
+	// Refused early (before the data is received) when the path is taken.
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, baseOf(p), &st, unix.AT_SYMLINK_NOFOLLOW); !errors.Is(err, unix.ENOENT) {
+		if own {
+			unix.Close(dirfd)
+		}
+		if err == nil {
+			return nil, false, fmt.Errorf("%s: %w (exists, expected absent)", p, errChanged)
+		}
+		return nil, false, &os.PathError{Op: "lstat", Path: p, Err: err}
+	}
+	tmp := tmpName("")
+	mode := uint32(0o644)
+	if exec {
+		mode = 0o755
+	}
+	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if err != nil {
+		if own {
+			unix.Close(dirfd)
+		}
+		return nil, false, &os.PathError{Op: "create", Path: join(dir, tmp), Err: err}
+	}
+	return &fastFile{dirfd: dirfd, ownDir: own, fd: fd, tmpBase: tmp, base: baseOf(p)}, true, nil
+}
+
+func baseOf(p string) string {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[i+1:]
+		}
+	}
+	return p
+}
+
+func (ff *fastFile) write(b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(ff.fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func (ff *fastFile) closeAll() {
+	if ff.fd >= 0 {
+		unix.Close(ff.fd)
+		ff.fd = -1
+	}
+	if ff.ownDir {
+		unix.Close(ff.dirfd)
+		ff.ownDir = false
+	}
+}
+
+func (ff *fastFile) abort() {
+	if ff.fd >= 0 {
+		unix.Close(ff.fd)
+		ff.fd = -1
+	}
+	_ = unix.Unlinkat(ff.dirfd, ff.tmpBase, 0)
+	ff.closeAll()
+}
+
+// commitFast dates the temporary file and puts it at its path if nothing is
+// there. Callers hold no lock; it takes t.mu.
+func (pf *putFile) commitFast() (Entry, error) {
+	t, ff := pf.t, pf.ff
+	defer ff.closeAll()
+	var err error
+	if pf.n != pf.e.Size || pf.h.Sum64() != pf.e.Hash {
+		err = fmt.Errorf("%s: content changed while it was sent", pf.p)
+	}
+	mt := pf.e.MTime
+	if err == nil && mt != 0 {
+		ts := unix.NsecToTimespec(mt)
+		err = unix.UtimesNanoAt(ff.dirfd, ff.tmpBase, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err == nil && mt == 0 {
+		var st unix.Stat_t
+		if err = unix.Fstat(ff.fd, &st); err == nil {
+			mt = st.Mtim.Nano()
+		}
+	}
+	if cerr := unix.Close(ff.fd); err == nil {
+		err = cerr
+	}
+	ff.fd = -1
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err == nil {
+		if testHookBeforeReplace != nil {
+			testHookBeforeReplace(pf.p)
+		}
+		err = unix.Renameat2(ff.dirfd, ff.tmpBase, ff.dirfd, ff.base, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			// a filesystem without RENAME_NOREPLACE: link, which fails
+			// the same way when the name is taken
+			if err = unix.Linkat(ff.dirfd, ff.tmpBase, ff.dirfd, ff.base, 0); err == nil {
+				_ = unix.Unlinkat(ff.dirfd, ff.tmpBase, 0)
+			}
+		}
+		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
+			err = fmt.Errorf("%s: %w (created meanwhile)", pf.p, errChanged)
+		} else if err != nil {
+			err = &os.PathError{Op: "rename", Path: pf.p, Err: err}
+		}
+	}
+	if err != nil {
+		_ = unix.Unlinkat(ff.dirfd, ff.tmpBase, 0)
+		cur, _ := t.current(pf.p)
+		return cur, err
+	}
+	e := Entry{Kind: KindFile, Exec: pf.e.Exec, Size: pf.n, MTime: mt, Hash: pf.e.Hash,
+		racy: time.Now().UnixNano()-mt < racyWindow}
+	t.idx[pf.p] = e
+	return e, nil
+}
+
+// rawFile reads a file through its descriptor (no poller registration).
+type rawFile struct{ fd int }
+
+func (f *rawFile) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(f.fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 && len(b) > 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (f *rawFile) Close() error { return unix.Close(f.fd) }
+
+// openRead opens file p for reading beneath the root, never through a
+// symlink (one openat2 instead of os.Root's walk); ok is false when the
+// fast path is not available.
+func (t *tree) openRead(p string) (r io.ReadCloser, ok bool, err error) {
+	if t.rootfd < 0 || t.noFast.Load() {
+		return nil, false, nil
+	}
+	fd, err := unix.Openat2(t.rootfd, p, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		t.noFast.Store(true)
+		return nil, false, nil
+	}
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		// the file or a folder above it became a symlink: a change
+		return nil, true, fmt.Errorf("%s: %w (now a symlink on this side)", p, errVanished)
+	}
+	if err != nil {
+		return nil, true, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return &rawFile{fd: fd}, true, nil
+}
