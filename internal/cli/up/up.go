@@ -35,9 +35,9 @@ type Options struct {
 	Agent dev.AgentSource
 
 	Kube        cmdutil.KubeFlags
-	File        string
+	Env         cmdutil.EnvFlags // --file, --name
 	Dev         string
-	Env         []string // --env NAME=value
+	SetEnv      []string // --env NAME=value
 	Command     string   // --command
 	ForceDeploy bool
 	Reset       bool
@@ -73,7 +73,7 @@ rebuilt from it.`,
 			if len(args) == 1 {
 				opts.Dev = args[0]
 			}
-			if _, err := parseEnv(opts.Env); err != nil {
+			if _, err := parseEnv(opts.SetEnv); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
 			if runF != nil {
@@ -83,8 +83,8 @@ rebuilt from it.`,
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file")
-	cmd.Flags().StringArrayVarP(&opts.Env, "env", "e", nil, "an environment variable NAME=value for the dev container (repeatable)")
+	opts.Env.AddFlags(cmd, "")
+	cmd.Flags().StringArrayVarP(&opts.SetEnv, "env", "e", nil, "an environment variable NAME=value for the dev container (repeatable)")
 	cmd.Flags().StringVar(&opts.Command, "command", "", "the command to run in the dev container (default: the dev entry's, else sh)")
 	cmd.Flags().BoolVar(&opts.ForceDeploy, "deploy", false, "deploy the environment first, even when it is deployed")
 	cmd.Flags().BoolVar(&opts.Reset, "reset", false, "forget the sync state: compare every file anew (differences kept as conflicts)")
@@ -114,26 +114,18 @@ type prepared struct {
 
 // prepare loads the folder, picks the dev entry, takes its state folder and deploys when needed.
 func prepare(ctx context.Context, opts *Options) (*prepared, error) {
-	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
+	lo := dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool up NAME",
+		Target: func() (*cmdutil.Target, error) { return opts.Target(opts.Kube) }}
+	if opts.IO.CanPrompt() {
+		lo.Pick = func(names []string) (string, error) { return prompt(opts.IO, names) }
+	}
+	s, err := dev.LoadDev(lo)
 	if err != nil {
 		return nil, err
 	}
+	p, d, t := s.Project, s.Dev, s.Target
 	for _, w := range p.Warnings {
 		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
-	}
-	name := opts.Dev
-	if name == "" && len(p.Devs) > 1 && opts.IO.CanPrompt() {
-		if name, err = prompt(opts.IO, p.Names()); err != nil {
-			return nil, err
-		}
-	}
-	d, err := p.Select(name)
-	if err != nil {
-		return nil, cmdutil.WithHint(err, "devtool up NAME")
-	}
-	t, err := opts.Target(opts.Kube)
-	if err != nil {
-		return nil, err
 	}
 	home, err := contexts.HomeDir(opts.Getenv)
 	if err != nil {
@@ -183,7 +175,7 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 			return nil, err
 		}
 	}
-	env, _ := parseEnv(opts.Env)
+	env, _ := parseEnv(opts.SetEnv)
 	u := &dev.Up{Kube: t.Kube, Namespace: t.Namespace, Dev: d, Env: env, State: sd, Agent: opts.Agent, Logger: logger}
 	ok = true
 	return &prepared{project: p, dev: u, state: sd, target: t, log: logf}, nil
@@ -196,8 +188,11 @@ func deployChild(ctx context.Context, opts *Options, ns string) error {
 		return err
 	}
 	args := []string{"deploy", "--namespace", ns, "--wait"}
-	if opts.File != "" {
-		args = append(args, "--file", opts.File)
+	for _, f := range opts.Env.Files {
+		args = append(args, "--file", f)
+	}
+	if opts.Env.Name != "" {
+		args = append(args, "--name", opts.Env.Name)
 	}
 	if opts.Kube.Context != "" {
 		args = append(args, "--context", opts.Kube.Context)
