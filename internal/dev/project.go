@@ -26,6 +26,8 @@ type Project struct {
 	// FromCompose is true when the dev entries come from a Compose file alone.
 	FromCompose bool
 	Warnings    []string
+	// Env is the loaded environment (what environment.Deployer deploys).
+	Env *environment.Environment
 }
 
 // LoadProject loads the folder's environment through environment.Load (the one loader every
@@ -38,14 +40,14 @@ func LoadProject(o environment.Options) (*Project, error) {
 		return nil, err
 	}
 	if env.IsCompose() {
-		p := &Project{Dir: env.Dir, File: env.File, Name: env.Name, FromCompose: true, Warnings: env.Warnings}
+		p := &Project{Dir: env.Dir, File: env.File, Name: env.Name, FromCompose: true, Warnings: env.Warnings, Env: env}
 		for _, s := range env.Compose.Project.Services {
 			p.Devs = append(p.Devs, FromCompose(s))
 		}
 		return p, nil
 	}
 	m := env.Manifest
-	return &Project{Dir: m.Dir, File: m.File, Name: env.Name, Devs: m.Dev, Warnings: env.Warnings}, nil
+	return &Project{Dir: m.Dir, File: m.File, Name: env.Name, Devs: m.Dev, Warnings: env.Warnings, Env: env}, nil
 }
 
 // Names lists the dev entries' names in file order.

@@ -111,7 +111,7 @@ func downAndSettle(tb testing.TB, u *user, cs kubeClient, ns string) {
 // stateTimeline reads up's log (one "state" line per change, with its time) for the last run:
 // how long each state took, for profiling a slow figure.
 func stateTimeline(home string) string {
-	logs, _ := filepath.Glob(filepath.Join(home, ".devtool", "dev", "*", "web", "log"))
+	logs, _ := filepath.Glob(filepath.Join(home, ".devtool", "dev", "*", "web", "devtool.log"))
 	if len(logs) == 0 {
 		return "(no log)"
 	}
@@ -234,7 +234,7 @@ func BenchmarkDevUpWarm(b *testing.B) {
 		d := time.Since(start)
 		ups = append(ups, d)
 		b.StopTimer()
-		b.Logf("round %d: up→ready %s, baseline (new Deployment→Running) %s, ratio %.2f; up's states:\n%s",
+		report(b, "round %d: up→ready %s, baseline (new Deployment→Running) %s, ratio %.2f; up's states:\n%s",
 			i, d.Round(time.Millisecond), base.Round(time.Millisecond), d.Seconds()/base.Seconds(), stateTimeline(u.home))
 		stopUp(b, up)
 		downAndSettle(b, u, cs, ns)
@@ -245,7 +245,7 @@ func BenchmarkDevUpWarm(b *testing.B) {
 	b.ReportMetric(upMean.Seconds(), "up-s/op")
 	b.ReportMetric(baseMean.Seconds(), "baseline-s/op")
 	b.ReportMetric(upMean.Seconds()/baseMean.Seconds(), "ratio")
-	b.Logf("up→ready: %s; baseline: %s (target: up ≤ 5 s)", spread(ups), spread(bases))
+	report(b, "up→ready: %s; baseline: %s (target: up ≤ 5 s)", spread(ups), spread(bases))
 }
 
 // baselineStart creates a plain Deployment with the original's pod spec (other labels, no
@@ -325,14 +325,14 @@ func BenchmarkDevReconnect(b *testing.B) {
 		gap, ready := reconnectOnce(b, cs, ns, port)
 		gaps = append(gaps, gap)
 		podReady = append(podReady, ready)
-		b.Logf("round %d: new pod Ready %s after the delete; forward answered from it %s after it was Ready", i, ready.Round(time.Millisecond), gap.Round(time.Millisecond))
+		report(b, "round %d: new pod Ready %s after the delete; forward answered from it %s after it was Ready", i, ready.Round(time.Millisecond), gap.Round(time.Millisecond))
 		b.StartTimer()
 	}
 	b.StopTimer()
 	b.ReportMetric(mean(gaps).Seconds(), "reconnect-s/op")
 	b.ReportMetric(maxOf(gaps).Seconds(), "reconnect-max-s")
 	b.ReportMetric(mean(podReady).Seconds(), "pod-ready-s/op")
-	b.Logf("reconnect after Ready: %s (target ≤ 2 s); delete→new pod Ready: %s", spread(gaps), spread(podReady))
+	report(b, "reconnect after Ready: %s (target ≤ 2 s); delete→new pod Ready: %s", spread(gaps), spread(podReady))
 	stopUp(b, up)
 	u.mustRun("down", "web", "--namespace", ns, "--volumes")
 }
@@ -342,6 +342,10 @@ func BenchmarkDevReconnect(b *testing.B) {
 func reconnectOnce(tb testing.TB, cs kubeClient, ns string, port int) (gap, ready time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// Start from one dev pod: the one deleted in the last round is gone.
+	if _, err := kube.WaitForPods(ctx, cs, ns, "dev.devtool/dev=web", func(p []corev1.Pod) bool { return len(p) == 1 }); err != nil {
+		tb.Fatal(err)
+	}
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "dev.devtool/dev=web"})
 	if err != nil || len(pods.Items) != 1 {
 		tb.Fatalf("dev pod: %v %d", err, len(pods.Items))
@@ -436,6 +440,11 @@ func answer(port int) (string, error) {
 		}
 	}
 	return body.String(), nil
+}
+
+// report logs a line of a benchmark in full (testing trims a benchmark's log to 10 lines).
+func report(b *testing.B, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s: "+format+"\n", append([]any{b.Name()}, args...)...)
 }
 
 func mean(d []time.Duration) time.Duration {

@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/testcluster"
 )
 
@@ -105,4 +108,48 @@ func sameWorkload(t *testing.T, beforeMeta, afterMeta metav1.ObjectMeta, before,
 	if !equality.Semantic.DeepEqual(beforeMeta.Annotations, afterMeta.Annotations) {
 		t.Errorf("annotations after down %v, before %v", afterMeta.Annotations, beforeMeta.Annotations)
 	}
+}
+
+// TestDevUpDeploysFirst: up in a Compose-only folder that was never deployed deploys it first
+// (in-process, through environment.Deployer), then starts the dev container; --file and --name
+// (the flag group of deploy) reach both.
+func TestDevUpDeploysFirst(t *testing.T) {
+	c := testcluster.Connect(t)
+	ns := c.Namespace(t)
+	u := newUser(t, c)
+	port := freePort(t)
+	composeOnlySite(u, port, "")
+	// Another file name than the default ones: only --file finds it.
+	u.write("site.compose.yml", mustRead(t, u, "docker-compose.yml"))
+	u.write("docker-compose.yml", "services:\n  other:\n    image: docker.io/library/busybox:local\n")
+	withAgent(t, u)
+	ctx := context.Background()
+
+	up := u.start("up", "site", "--namespace", ns, "-f", "site.compose.yml", "--name", "first")
+	up.waitLine(t, "ready", 4*time.Minute)
+	if !strings.Contains(up.output(), "Deploying first to namespace "+ns+" first") {
+		t.Errorf("up did not say it deploys first:\n%s", up.output())
+	}
+	eventually(t, time.Minute, "the forward serves the synced ./src", bodyContains(port, "site v1"))
+	if _, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, "site", metav1.GetOptions{}); err != nil {
+		t.Errorf("the original was not deployed: %v", err)
+	}
+	// The environment is recorded under the --name.
+	if st, err := (&deploy.StateStore{Clientset: c.Clientset, Namespace: ns}).Get(ctx, "first"); err != nil || st == nil || st.Status != deploy.StatusDeployed {
+		t.Errorf("deploy state of environment first: %+v %v", st, err)
+	}
+	_ = up.cmd.Process.Signal(syscall.SIGINT)
+	<-up.done
+	u.mustRun("down", "site", "--namespace", ns, "-f", "site.compose.yml", "--name", "first", "--volumes")
+	if _, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, "site-devtool", metav1.GetOptions{}); err == nil {
+		t.Error("mirror left after down")
+	}
+}
+
+func mustRead(t *testing.T, u *user, name string) string {
+	b, err := os.ReadFile(filepath.Join(u.dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -8,8 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
@@ -18,6 +18,7 @@ import (
 	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/dev"
+	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
 )
 
@@ -29,8 +30,9 @@ type Options struct {
 	Environ map[string]string
 	Getenv  func(string) string
 	Logger  *slog.Logger
-	// Deploy deploys the environment (the deploy command as a child process by default).
-	Deploy func(ctx context.Context, opts *Options, ns string) error
+	// Deploy deploys the environment (environment.Deployer, as `devtool deploy --wait` does, by
+	// default).
+	Deploy func(ctx context.Context, opts *Options, p *dev.Project, t *cmdutil.Target) error
 	// Agent gives the agent binary (agentbin.For).
 	Agent dev.AgentSource
 
@@ -46,7 +48,7 @@ type Options struct {
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ),
-		Getenv: f.Getenv, Logger: f.Logger, Deploy: deployChild, Agent: agentSource(f.Getenv)}
+		Getenv: f.Getenv, Logger: f.Logger, Deploy: deployEnvironment, Agent: agentSource(f.Getenv)}
 	cmd := &cobra.Command{
 		Use:   "up [devName]",
 		Short: "Replace a service by a dev container: synced files, forwards, a shell",
@@ -170,7 +172,7 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 	}
 	if !deployed {
 		fmt.Fprintf(opts.IO.ErrOut, "Deploying %s to namespace %s first\n", p.Name, t.Namespace)
-		if err := opts.Deploy(ctx, opts, t.Namespace); err != nil {
+		if err := opts.Deploy(ctx, opts, p, t); err != nil {
 			logf.Close()
 			return nil, err
 		}
@@ -181,31 +183,29 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 	return &prepared{project: p, dev: u, state: sd, target: t, log: logf}, nil
 }
 
-// deployChild runs this binary's deploy command: the environment's own deploy, unchanged.
-func deployChild(ctx context.Context, opts *Options, ns string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
+// deployEnvironment deploys the environment as `devtool deploy --wait` would (builds missing
+// images, runs the deploy section), through the same environment.Deployer, in this process.
+func deployEnvironment(ctx context.Context, opts *Options, p *dev.Project, t *cmdutil.Target) error {
+	printed := map[string]bool{} // up has shown the environment's warnings already
+	for _, w := range p.Warnings {
+		printed[w] = true
 	}
-	args := []string{"deploy", "--namespace", ns, "--wait"}
-	for _, f := range opts.Env.Files {
-		args = append(args, "--file", f)
+	d := &environment.Deployer{Env: p.Env, Target: t, Environ: opts.Environ, Getenv: opts.Getenv, Logger: opts.Logger,
+		Wait: true, Timeout: 5 * time.Minute, Out: opts.IO.ErrOut,
+		Warn: func(w string) {
+			if !printed[w] {
+				fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
+			}
+		},
+		Progress: func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },
 	}
-	if opts.Env.Name != "" {
-		args = append(args, "--name", opts.Env.Name)
-	}
-	if opts.Kube.Context != "" {
-		args = append(args, "--context", opts.Kube.Context)
-	}
-	cmd := exec.CommandContext(ctx, self, args...)
-	cmd.Dir = opts.WorkDir
-	cmd.Stdout, cmd.Stderr = opts.IO.ErrOut, opts.IO.ErrOut
-	if err := cmd.Run(); err != nil {
+	if _, err := d.Deploy(ctx); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return fmt.Errorf("deploying before up: %w", err)
 	}
+	fmt.Fprintf(opts.IO.ErrOut, "Environment %s deployed to namespace %s\n", p.Name, t.Namespace)
 	return nil
 }
 
