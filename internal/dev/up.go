@@ -93,7 +93,7 @@ func (u *Up) recordPod(a *Active) {
 
 func (u *Up) install(ctx context.Context, pod, container string) error {
 	res, err := Install(ctx, InstallOptions{Exec: u.Kube, Namespace: u.Namespace, Pod: pod, Container: container,
-		Agent: u.Agent, AuthorizedKey: u.AuthorizedKey, HostKey: u.HostKey, NodeArch: NodeArch(ctx, u.Kube, u.Namespace, pod)})
+		Agent: u.Agent, AuthorizedKey: u.AuthorizedKey, HostKey: u.HostKey, LookupNodeArch: func(ctx context.Context) string { return NodeArch(ctx, u.Kube, u.Namespace, pod) }})
 	if err != nil {
 		return fmt.Errorf("dev %s: %w", u.Dev.Name, err)
 	}
