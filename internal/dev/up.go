@@ -30,6 +30,11 @@ type Up struct {
 	KnownHostsFile string
 	// Progress gets every state change (after it is written to the state file); may be nil.
 	Progress func(Event)
+	// FreshHome is told when Install found a pod's dev home without this agent or without a
+	// host key: the volume is new or was emptied (an emptyDir home after a pod restart, a
+	// volume deleted elsewhere), so whatever the sync engine remembers of the remote side is
+	// gone, and a file missing there is no deletion to carry over. May be nil.
+	FreshHome func(pod string)
 	Logger   *slog.Logger
 }
 
@@ -73,7 +78,11 @@ func (u *Up) Start(ctx context.Context) (*Active, *PodDialer, error) {
 		u.fail(err)
 		return nil, nil, err
 	}
-	return a, NewPodDialer(u.Kube, u.Namespace, a, u.install), nil
+	d := NewPodDialer(u.Kube, u.Namespace, a, u.install)
+	d.Logger = u.Logger
+	// The agent and keys are now on the dev volume; a persistent one keeps them for new pods.
+	d.WarmVolume = u.Dev.PersistentVolume == nil || u.Dev.PersistentVolume.Enabled
+	return a, d, nil
 }
 
 func (u *Up) fail(err error) {
@@ -104,6 +113,9 @@ func (u *Up) install(ctx context.Context, pod, container string) error {
 	}
 	if u.Logger != nil {
 		u.Logger.Info("agent installed", "pod", pod, "arch", res.Arch, "uploaded", res.Uploaded, "hostKeyInstalled", res.HostKeyInstalled)
+	}
+	if (res.Uploaded || res.HostKeyInstalled) && u.FreshHome != nil {
+		u.FreshHome(pod)
 	}
 	return nil
 }

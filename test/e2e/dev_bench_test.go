@@ -322,10 +322,12 @@ func BenchmarkDevReconnect(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
+		deleted := time.Now()
 		gap, ready := reconnectOnce(b, cs, ns, port)
 		gaps = append(gaps, gap)
 		podReady = append(podReady, ready)
-		report(b, "round %d: new pod Ready %s after the delete; forward answered from it %s after it was Ready", i, ready.Round(time.Millisecond), gap.Round(time.Millisecond))
+		report(b, "round %d: new pod Ready %s after the delete; forward answered from it %s after it was Ready; up's log from the delete:\n%s",
+			i, ready.Round(time.Millisecond), gap.Round(time.Millisecond), logSince(u.home, deleted))
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -440,6 +442,32 @@ func answer(port int) (string, error) {
 		}
 	}
 	return body.String(), nil
+}
+
+// logSince is up's log from t on, each line's time relative to t (connection steps only).
+func logSince(home string, t time.Time) string {
+	logs, _ := filepath.Glob(filepath.Join(home, ".devtool", "dev", "*", "web", "devtool.log"))
+	if len(logs) == 0 {
+		return "(no log)"
+	}
+	b, err := os.ReadFile(logs[0])
+	if err != nil {
+		return err.Error()
+	}
+	var out strings.Builder
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time="))
+		if err != nil || at.Before(t.Truncate(time.Millisecond)) || strings.Contains(l, "component=sync") {
+			continue
+		}
+		msg := l[strings.Index(l, "msg="):]
+		fmt.Fprintf(&out, "  +%5dms %s\n", at.Sub(t).Milliseconds(), msg)
+	}
+	return out.String()
 }
 
 // report logs a line of a benchmark in full (testing trims a benchmark's log to 10 lines).

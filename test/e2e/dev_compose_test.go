@@ -79,6 +79,20 @@ func TestDevUpComposeOnly(t *testing.T) {
 		t.Errorf("exec exit code: %v, want 5", err)
 	}
 
+	// The agent removed from the dev volume, then the pod deleted: up's first dial to the new
+	// pod (which skips the install when the volume is warm) fails, the next installs the agent
+	// again, and the forward answers on the same port.
+	u.mustRun("exec", "site", "--namespace", ns, "--", "rm", "-f", "/devtool/bin/devtool-agent", "/devtool/bin/devtool-agent.sha256")
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "dev.devtool/dev=site"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("dev pod: %v %d", err, len(pods.Items))
+	}
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	up.waitLine(t, "reconnected", 3*time.Minute)
+	eventually(t, time.Minute, "the forward after the agent was installed again", bodyContains(port, "edited in ./src"))
+
 	_ = up.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-up.done:

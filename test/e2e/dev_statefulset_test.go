@@ -22,7 +22,10 @@ import (
 
 // writeStore is a devtool.yml deploying a Compose service with a named volume (which makes a
 // StatefulSet) and a dev entry for it: ./src synced to /app, served on 8080, forwarded on port.
-func writeStore(u *user, port int) {
+func writeStore(u *user, port int) { writeStoreVolume(u, port, "size: 100Mi") }
+
+// writeStoreVolume is writeStore with the dev entry's persistentVolume settings.
+func writeStoreVolume(u *user, port int, pv string) {
 	u.write("compose.yml", `name: store
 services:
   store:
@@ -45,9 +48,8 @@ dev:
       - src:/app
     forward:
       - %d:8080
-    persistentVolume:
-      size: 100Mi
-`, port))
+    persistentVolume: {%s}
+`, port, pv))
 	u.write("src/index.html", "<h1>store in dev</h1>\n")
 }
 
@@ -169,13 +171,16 @@ func TestDevUpStatefulSet(t *testing.T) {
 	}
 }
 
-// TestDevStatefulSetDownRestoresExactly: up then down with nothing in between: the StatefulSet
-// is exactly as before (spec, replicas, labels, annotations).
+// TestDevStatefulSetDownRestoresExactly: a dev container without a persistent volume (its home
+// is an emptyDir): its pod deleted, the new pod (same name, as a StatefulSet's pods have) gets the
+// agent again and up reconnects; after kill -9 of up, down leaves the StatefulSet exactly as
+// before (spec, replicas, labels, annotations).
 func TestDevStatefulSetDownRestoresExactly(t *testing.T) {
 	c := testcluster.Connect(t)
 	ns := c.Namespace(t)
 	u := newUser(t, c)
-	writeStore(u, freePort(t))
+	port := freePort(t)
+	writeStoreVolume(u, port, "enabled: false")
 	withAgent(t, u)
 	ctx := context.Background()
 	cs := c.Clientset
@@ -186,6 +191,16 @@ func TestDevStatefulSetDownRestoresExactly(t *testing.T) {
 	}
 	up := u.start("up", "store", "--namespace", ns)
 	up.waitLine(t, "ready", 3*time.Minute)
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "store-devtool-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	up.waitLine(t, "reconnected", 3*time.Minute)
+	// The new pod's home is empty: the sync must upload the local files again, never take
+	// their absence there for deletions to carry over here.
+	eventually(t, time.Minute, "the forward after the pod was deleted", bodyContains(port, "store in dev"))
+	if b, err := os.ReadFile(filepath.Join(u.dir, "src", "index.html")); err != nil || !strings.Contains(string(b), "store in dev") {
+		t.Errorf("the local file after the pod with an empty home came back: %q %v", b, err)
+	}
 	_, _, err = u.run("exec", "store", "--namespace", ns, "--", "sh", "-c", "exit 9")
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 9 {
