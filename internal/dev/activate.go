@@ -109,6 +109,11 @@ func Activate(ctx context.Context, o ActivateOptions) (*Active, error) {
 	}
 	createdPVC := false
 	if pvc != nil {
+		// A dev volume still being deleted (`down --volumes` just now: its claim goes once
+		// the last pod using it is gone) would leave the new pod unschedulable: wait it out.
+		if err := waitVolumeDeleted(ctx, &o, pvc.Name); err != nil {
+			return nil, err
+		}
 		_, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{FieldManager: FieldManager})
 		switch {
 		case err == nil:
@@ -138,6 +143,39 @@ func Activate(ctx context.Context, o ActivateOptions) (*Active, error) {
 		return fail(err)
 	}
 	return &Active{Original: orig, Mirror: mirror, Digest: digest, Pod: pod, PodUID: uid, Container: container}, nil
+}
+
+// VolumeDeleteWait bounds how long up waits for a dev volume being deleted to be gone.
+var VolumeDeleteWait = 2 * time.Minute
+
+// waitVolumeDeleted returns once the claim name does not exist or is not being deleted.
+func waitVolumeDeleted(ctx context.Context, o *ActivateOptions, name string) error {
+	deadline := time.Now().Add(VolumeDeleteWait)
+	said := false
+	for {
+		c, err := o.Client.CoreV1().PersistentVolumeClaims(o.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("dev %s: reading the dev volume %s: %w", o.Dev.Name, name, err)
+		case c.DeletionTimestamp == nil:
+			return nil
+		}
+		if !said {
+			said = true
+			o.progress(StateActivating, "waiting for the previous dev volume %s to be deleted", name)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dev %s: the dev volume %s is still being deleted after %s (finalizers %v): a pod still uses it; delete that pod or wait, then run up again",
+				o.Dev.Name, name, VolumeDeleteWait, c.Finalizers)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // markOriginal records the replicas (unless already recorded at zero replicas, which means a

@@ -108,6 +108,18 @@ func TestDevUpComposeOnly(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments(ns).Get(ctx, "site-devtool", metav1.GetOptions{}); err == nil {
 		t.Error("mirror left after down")
 	}
+
+	// up again on a new volume (down --volumes) with the local sync state of the first one:
+	// the files missing on the new volume are uploaded, never deleted here.
+	up = u.start("up", "site", "--namespace", ns)
+	up.waitLine(t, "ready", 3*time.Minute)
+	eventually(t, time.Minute, "the forward on a new volume", bodyContains(port, "edited in ./src"))
+	if b, err := os.ReadFile(filepath.Join(u.dir, "src", "index.html")); err != nil || !strings.Contains(string(b), "edited in ./src") {
+		t.Errorf("the local file after up on a new volume: %q %v", b, err)
+	}
+	_ = up.cmd.Process.Signal(syscall.SIGINT)
+	<-up.done
+	u.mustRun("down", "site", "--namespace", ns, "--volumes")
 }
 
 // sameWorkload fails unless the spec, labels and annotations after down equal those before up.
