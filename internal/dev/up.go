@@ -35,7 +35,7 @@ type Up struct {
 	// volume deleted elsewhere), so whatever the sync engine remembers of the remote side is
 	// gone, and a file missing there is no deletion to carry over. May be nil.
 	FreshHome func(pod string)
-	Logger   *slog.Logger
+	Logger    *slog.Logger
 }
 
 // StoppedError ends `up` when something outside changed the dev container.
