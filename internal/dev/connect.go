@@ -43,6 +43,15 @@ type PodDialer struct {
 	installed map[types.UID]bool // by UID: a StatefulSet's new pod has the old one's name
 	tried     map[types.UID]bool // pods dialed once without Install
 	current   string
+	skipped   bool // the last dial that returned a connection skipped Install
+}
+
+// InstallSkipped reports whether the last connection came from a dial that skipped Install:
+// the agent's version on the volume is then unchecked (Up.CheckAgent checks it over SSH).
+func (p *PodDialer) InstallSkipped() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.skipped
 }
 
 // NewPodDialer returns a dialer for an active dev container.
@@ -97,6 +106,9 @@ func (p *PodDialer) Dial(ctx context.Context) (net.Conn, error) {
 		conn, err := p.Kube.DialPod(ctx, p.Namespace, pod, AgentPort)
 		if err == nil {
 			p.debug("dial: port-forward open (warm volume: install skipped)", "pod", pod, "took", time.Since(start))
+			p.mu.Lock()
+			p.skipped = true
+			p.mu.Unlock()
 			return conn, nil
 		}
 		p.debug("dial: warm dial failed; installing", "pod", pod, "err", err)
@@ -113,6 +125,9 @@ func (p *PodDialer) Dial(ctx context.Context) (net.Conn, error) {
 	conn, err := p.Kube.DialPod(ctx, p.Namespace, pod, AgentPort)
 	if err == nil {
 		p.debug("dial: port-forward open", "pod", pod, "took", time.Since(start))
+		p.mu.Lock()
+		p.skipped = false
+		p.mu.Unlock()
 	}
 	return conn, err
 }

@@ -186,6 +186,17 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 					fmt.Fprintf(opts.IO.ErrOut, "reconnected to %s in %s; forwards answer again on the same ports\n", dialer.Pod(), ev.Duration.Round(time.Millisecond))
 				}
 				c := ev.Client
+				if dialer.InstallSkipped() {
+					// The dial went straight to the agent on the warm volume: check its version
+					// beside the rest (one exec over this connection).
+					pod := dialer.Pod()
+					g.Go(func() error {
+						if _, err := p.dev.CheckAgent(gctx, c, pod, a.Container); err != nil && gctx.Err() == nil {
+							p.dev.Logger.Warn("checking the agent", "err", err)
+						}
+						return nil
+					})
+				}
 				select { // only the newest connection matters to the dev command
 				case <-clients:
 				default:

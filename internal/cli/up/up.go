@@ -178,7 +178,7 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 		}
 	}
 	env, _ := parseEnv(opts.SetEnv)
-	u := &dev.Up{Kube: t.Kube, Namespace: t.Namespace, Dev: d, Env: env, State: sd, Agent: opts.Agent, Logger: logger}
+	u := &dev.Up{Kube: t.Kube, Namespace: t.Namespace, Dev: d, Env: env, State: sd, Agent: opts.Agent, Logger: logger, LazyInstall: true}
 	ok = true
 	return &prepared{project: p, dev: u, state: sd, target: t, log: logf}, nil
 }
