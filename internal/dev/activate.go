@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devtool/devtool/internal/kube"
@@ -65,9 +66,10 @@ func (o *ActivateOptions) progress(s State, format string, args ...any) {
 type Active struct {
 	Original  Workload // as read before activation (its recorded annotations included after)
 	Mirror    Workload
-	Digest    string // the original's spec digest the mirror was built from
-	Pod       string // the running mirror pod
-	Container string // the dev container's name
+	Digest    string    // the original's spec digest the mirror was built from
+	Pod       string    // the running mirror pod
+	PodUID    types.UID // its UID (a StatefulSet's new pod has the old one's name)
+	Container string    // the dev container's name
 }
 
 // Activate replaces the dev entry's workload by its mirror: creates the dev volume, records the
@@ -107,6 +109,11 @@ func Activate(ctx context.Context, o ActivateOptions) (*Active, error) {
 	}
 	createdPVC := false
 	if pvc != nil {
+		// A dev volume still being deleted (`down --volumes` just now: its claim goes once
+		// the last pod using it is gone) would leave the new pod unschedulable: wait it out.
+		if err := waitVolumeDeleted(ctx, &o, pvc.Name); err != nil {
+			return nil, err
+		}
 		_, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{FieldManager: FieldManager})
 		switch {
 		case err == nil:
@@ -131,11 +138,44 @@ func Activate(ctx context.Context, o ActivateOptions) (*Active, error) {
 	o.progress(StateStarting, "starting %s", mirror)
 	idx, _ := DevContainer(&mt.Spec, d, orig.String())
 	container := mt.Spec.Containers[idx].Name
-	pod, err := waitDevPod(ctx, &o, mirror, container, mt.Annotations[annotationMirrorDigest])
+	pod, uid, err := waitDevPod(ctx, &o, mirror, container, mt.Annotations[annotationMirrorDigest])
 	if err != nil {
 		return fail(err)
 	}
-	return &Active{Original: orig, Mirror: mirror, Digest: digest, Pod: pod, Container: container}, nil
+	return &Active{Original: orig, Mirror: mirror, Digest: digest, Pod: pod, PodUID: uid, Container: container}, nil
+}
+
+// VolumeDeleteWait bounds how long up waits for a dev volume being deleted to be gone.
+var VolumeDeleteWait = 2 * time.Minute
+
+// waitVolumeDeleted returns once the claim name does not exist or is not being deleted.
+func waitVolumeDeleted(ctx context.Context, o *ActivateOptions, name string) error {
+	deadline := time.Now().Add(VolumeDeleteWait)
+	said := false
+	for {
+		c, err := o.Client.CoreV1().PersistentVolumeClaims(o.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("dev %s: reading the dev volume %s: %w", o.Dev.Name, name, err)
+		case c.DeletionTimestamp == nil:
+			return nil
+		}
+		if !said {
+			said = true
+			o.progress(StateActivating, "waiting for the previous dev volume %s to be deleted", name)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dev %s: the dev volume %s is still being deleted after %s (finalizers %v): a pod still uses it; delete that pod or wait, then run up again",
+				o.Dev.Name, name, VolumeDeleteWait, c.Finalizers)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // markOriginal records the replicas (unless already recorded at zero replicas, which means a
@@ -176,7 +216,7 @@ func markOriginal(ctx context.Context, cs kubernetes.Interface, ns string, w Wor
 // waitDevPod watches the mirror's pods until one running the current mirror spec has its dev
 // container running; image pull failures, a container that exits (no sh in the image) and a
 // pod that stays unschedulable end it with an error that says what to change.
-func waitDevPod(ctx context.Context, o *ActivateOptions, mirror Workload, container, mirrorDigest string) (string, error) {
+func waitDevPod(ctx context.Context, o *ActivateOptions, mirror Workload, container, mirrorDigest string) (string, types.UID, error) {
 	d := o.Dev
 	sel := labels.SelectorFromSet(mirror.Template().Labels).String()
 	limit := o.Unschedulable
@@ -195,6 +235,7 @@ func waitDevPod(ctx context.Context, o *ActivateOptions, mirror Workload, contai
 	}()
 	var last string
 	var podName string
+	var podUID types.UID
 	var failure error
 	report := func(s State, msg string) {
 		if msg != last {
@@ -242,7 +283,7 @@ func waitDevPod(ctx context.Context, o *ActivateOptions, mirror Workload, contai
 					return true
 				}
 				if cs.State.Running != nil {
-					podName = p.Name
+					podName, podUID = p.Name, p.UID
 					return true
 				}
 			}
@@ -250,19 +291,19 @@ func waitDevPod(ctx context.Context, o *ActivateOptions, mirror Workload, contai
 		return false
 	})
 	if failure != nil {
-		return "", failure
+		return "", "", failure
 	}
 	if err != nil && ctx.Err() == nil && unschedPod != "" {
-		return "", fmt.Errorf("dev %s: pod %s cannot be scheduled: %s; check that a node can mount the dev volume %s (dev.%s.persistentVolume.storageClass) and has room for its resources",
+		return "", "", fmt.Errorf("dev %s: pod %s cannot be scheduled: %s; check that a node can mount the dev volume %s (dev.%s.persistentVolume.storageClass) and has room for its resources",
 			d.Name, unschedPod, unschedMsg, VolumeName(strings.TrimSuffix(mirror.Name(), mirrorSuffix)), d.Name)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return "", ctx.Err()
+			return "", "", ctx.Err()
 		}
-		return "", fmt.Errorf("dev %s: %w", d.Name, err)
+		return "", "", fmt.Errorf("dev %s: %w", d.Name, err)
 	}
-	return podName, nil
+	return podName, podUID, nil
 }
 
 func exitedError(d *manifest.Dev, cs corev1.ContainerStatus) error {

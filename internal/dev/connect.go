@@ -3,6 +3,7 @@ package dev
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devtool/devtool/internal/kube"
@@ -27,16 +29,34 @@ type PodDialer struct {
 	Install func(ctx context.Context, pod, container string) error
 	// OnPod is told when the dialer moves to another pod; may be nil.
 	OnPod func(pod string)
+	// Logger gets each step of a dial with its time (debug); may be nil.
+	Logger *slog.Logger
+	// WarmVolume says the dev volume is persistent and Install has already placed the agent
+	// and the keys on it (in this process): a new pod of the dev container mounts the same
+	// volume, so its first dial goes straight to the agent, skipping Install (an exec, most of
+	// a reconnection's time). Should that dial fail (the volume was emptied, the agent is not
+	// listening), the next dial to that pod installs first.
+	WarmVolume bool
 
 	mu        sync.Mutex
 	active    *Active
-	installed map[string]bool
+	installed map[types.UID]bool // by UID: a StatefulSet's new pod has the old one's name
+	tried     map[types.UID]bool // pods dialed once without Install
 	current   string
+	skipped   bool // the last dial that returned a connection skipped Install
+}
+
+// InstallSkipped reports whether the last connection came from a dial that skipped Install:
+// the agent's version on the volume is then unchecked (Up.CheckAgent checks it over SSH).
+func (p *PodDialer) InstallSkipped() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.skipped
 }
 
 // NewPodDialer returns a dialer for an active dev container.
 func NewPodDialer(c *kube.Client, ns string, a *Active, install func(ctx context.Context, pod, container string) error) *PodDialer {
-	return &PodDialer{Kube: c, Namespace: ns, Install: install, active: a, installed: map[string]bool{a.Pod: true}, current: a.Pod}
+	return &PodDialer{Kube: c, Namespace: ns, Install: install, active: a, installed: map[types.UID]bool{a.PodUID: true}, tried: map[types.UID]bool{}, current: a.Pod}
 }
 
 // SetActive switches to a rebuilt mirror (after the original was redeployed).
@@ -44,7 +64,7 @@ func (p *PodDialer) SetActive(a *Active) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.active = a
-	p.installed[a.Pod] = false
+	p.installed[a.PodUID] = false
 }
 
 // Active is the dev container the dialer connects to.
@@ -64,47 +84,79 @@ func (p *PodDialer) Pod() string {
 // Dial connects to the agent of the current pod.
 func (p *PodDialer) Dial(ctx context.Context) (net.Conn, error) {
 	a := p.Active()
-	pod, err := p.runningPod(ctx, a)
+	start := time.Now()
+	pod, uid, err := p.runningPod(ctx, a)
 	if err != nil {
 		return nil, err
 	}
+	p.debug("dial: pod running", "pod", pod, "took", time.Since(start))
 	p.mu.Lock()
-	done := p.installed[pod]
+	done := p.installed[uid]
 	moved := p.current != pod
 	p.current = pod
+	optimistic := !done && p.WarmVolume && !p.tried[uid]
+	if optimistic {
+		p.tried[uid] = true
+	}
 	p.mu.Unlock()
 	if moved && p.OnPod != nil {
 		p.OnPod(pod)
+	}
+	if optimistic {
+		conn, err := p.Kube.DialPod(ctx, p.Namespace, pod, AgentPort)
+		if err == nil {
+			p.debug("dial: port-forward open (warm volume: install skipped)", "pod", pod, "took", time.Since(start))
+			p.mu.Lock()
+			p.skipped = true
+			p.mu.Unlock()
+			return conn, nil
+		}
+		p.debug("dial: warm dial failed; installing", "pod", pod, "err", err)
 	}
 	if !done && p.Install != nil {
 		if err := p.Install(ctx, pod, a.Container); err != nil {
 			return nil, err
 		}
 		p.mu.Lock()
-		p.installed[pod] = true
+		p.installed[uid] = true
+		p.mu.Unlock()
+		p.debug("dial: agent and key installed", "pod", pod, "took", time.Since(start))
+	}
+	conn, err := p.Kube.DialPod(ctx, p.Namespace, pod, AgentPort)
+	if err == nil {
+		p.debug("dial: port-forward open", "pod", pod, "took", time.Since(start))
+		p.mu.Lock()
+		p.skipped = false
 		p.mu.Unlock()
 	}
-	return p.Kube.DialPod(ctx, p.Namespace, pod, AgentPort)
+	return conn, err
+}
+
+func (p *PodDialer) debug(msg string, args ...any) {
+	if p.Logger != nil {
+		p.Logger.Debug(msg, args...)
+	}
 }
 
 // runningPod waits for a mirror pod, not being deleted, whose dev container runs.
-func (p *PodDialer) runningPod(ctx context.Context, a *Active) (string, error) {
+func (p *PodDialer) runningPod(ctx context.Context, a *Active) (string, types.UID, error) {
 	sel := labels.SelectorFromSet(a.Mirror.Template().Labels).String()
 	var name string
+	var uid types.UID
 	_, err := kube.WaitForPods(ctx, p.Kube.Clientset, p.Namespace, sel, func(pods []corev1.Pod) bool {
 		for i := range pods {
 			if pod := &pods[i]; pod.DeletionTimestamp == nil && containerRunning(pod, a.Container) {
 				if name == "" || pod.Name == p.Pod() {
-					name = pod.Name
+					name, uid = pod.Name, pod.UID
 				}
 			}
 		}
 		return name != ""
 	})
 	if err != nil {
-		return "", fmt.Errorf("finding the dev container's pod: %w", err)
+		return "", "", fmt.Errorf("finding the dev container's pod: %w", err)
 	}
-	return name, nil
+	return name, uid, nil
 }
 
 func containerRunning(p *corev1.Pod, container string) bool {

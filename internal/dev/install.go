@@ -35,6 +35,9 @@ type InstallOptions struct {
 	HostKey []byte
 	// NodeArch is used when the image has no uname: the node's architecture, "" for amd64.
 	NodeArch string
+	// LookupNodeArch, when set and NodeArch is "", is asked for the node's architecture only
+	// when the image has no uname (it costs API calls on every install otherwise).
+	LookupNodeArch func(ctx context.Context) string
 }
 
 // InstallResult says what Install did.
@@ -84,7 +87,11 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 			res.HostKeyInstalled = true
 		}
 	}
-	res.Arch = goarch(machine, o.NodeArch)
+	node := o.NodeArch
+	if node == "" && o.LookupNodeArch != nil && goarch(machine, "?") == "?" {
+		node = o.LookupNodeArch(ctx)
+	}
+	res.Arch = goarch(machine, node)
 	data, sum, err := o.Agent(res.Arch)
 	if err != nil {
 		return res, err

@@ -435,9 +435,16 @@ func applySecurityContext(c *corev1.Container, pod *corev1.PodSpec, s *manifest.
 }
 
 // FromCompose makes a dev entry of a Compose service, for folders with only a Compose file: its
-// host volumes give the sync folders, its published ports the forwards, its working dir the workdir.
+// host volumes give the sync folders, its published ports the forwards, its working dir the workdir,
+// and its entrypoint and command the dev command, so the service's own app runs on the synced files
+// (an image's ENTRYPOINT that the Compose file does not repeat is not known here: such a service's
+// dev command is its command alone). No command in the file: a shell on a terminal, as with a
+// devtool.yml dev entry without one.
 func FromCompose(s *compose.Service) *manifest.Dev {
 	d := &manifest.Dev{Name: s.Name, Workdir: s.WorkingDir}
+	if len(s.Entrypoint) > 0 || len(s.Command) > 0 {
+		d.Command = append(append([]string(nil), s.Entrypoint...), s.Command...)
+	}
 	for _, v := range s.Volumes {
 		if v.Kind == compose.VolumeHost {
 			d.Sync = append(d.Sync, manifest.Sync{Local: v.Source, Remote: v.Target})

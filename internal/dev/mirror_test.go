@@ -264,4 +264,11 @@ func TestFromCompose(t *testing.T) {
 		len(d.Forward) != 1 || d.Forward[0] != (manifest.Forward{Local: 9090, Remote: 8080}) || d.Workdir != "/app" {
 		t.Errorf("%+v", d)
 	}
+	if d.Command != nil {
+		t.Errorf("no command in the file: dev command %q, want none (a shell)", d.Command)
+	}
+	d = FromCompose(&compose.Service{Name: "web", Entrypoint: []string{"sh", "-c"}, Command: []string{"exec httpd -f -h /app"}})
+	if strings.Join(d.Command, "|") != "sh|-c|exec httpd -f -h /app" {
+		t.Errorf("dev command %q, want the entrypoint then the command", d.Command)
+	}
 }

@@ -6,7 +6,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/environment"
+	"github.com/devtool/devtool/internal/errs"
 	"github.com/devtool/devtool/internal/manifest"
 )
 
@@ -24,29 +26,28 @@ type Project struct {
 	// FromCompose is true when the dev entries come from a Compose file alone.
 	FromCompose bool
 	Warnings    []string
+	// Env is the loaded environment (what environment.Deployer deploys).
+	Env *environment.Environment
 }
 
 // LoadProject loads the folder's environment through environment.Load (the one loader every
-// command uses, so the environment is named alike everywhere): the devtool.yml's dev section, or
-// one dev entry per service of a Compose file when there is no devtool.yml.
-func LoadProject(workDir, file string, environ map[string]string) (*Project, error) {
-	var files []string
-	if file != "" {
-		files = []string{file}
-	}
-	env, err := environment.Load(environment.Options{Dir: workDir, Files: files, Environ: environ})
+// command uses, with the same --file/--name options, so the environment is named alike
+// everywhere): the devtool.yml's dev section, or one dev entry per service of a Compose file when
+// there is no devtool.yml.
+func LoadProject(o environment.Options) (*Project, error) {
+	env, err := environment.Load(o)
 	if err != nil {
 		return nil, err
 	}
 	if env.IsCompose() {
-		p := &Project{Dir: env.Dir, File: env.File, Name: env.Name, FromCompose: true, Warnings: env.Warnings}
+		p := &Project{Dir: env.Dir, File: env.File, Name: env.Name, FromCompose: true, Warnings: env.Warnings, Env: env}
 		for _, s := range env.Compose.Project.Services {
 			p.Devs = append(p.Devs, FromCompose(s))
 		}
 		return p, nil
 	}
 	m := env.Manifest
-	return &Project{Dir: m.Dir, File: m.File, Name: env.Name, Devs: m.Dev, Warnings: env.Warnings}, nil
+	return &Project{Dir: m.Dir, File: m.File, Name: env.Name, Devs: m.Dev, Warnings: env.Warnings, Env: env}, nil
 }
 
 // Names lists the dev entries' names in file order.
@@ -78,4 +79,56 @@ func (p *Project) Select(name string) (*manifest.Dev, error) {
 	names := p.Names()
 	sort.Strings(names)
 	return nil, fmt.Errorf("%s has no dev container %q (it has %s)", filepath.Base(p.File), name, strings.Join(names, ", "))
+}
+
+// LoadOptions are the inputs of LoadDev, the first step of every dev command.
+type LoadOptions struct {
+	// Env loads the folder (the command's --file/--name flags: cmdutil.EnvFlags.Options).
+	Env environment.Options
+	// Name is the dev entry ("" picks the only one).
+	Name string
+	// Usage is the command line that names an entry (for example "devtool down NAME"): the hint
+	// of an error when none can be picked.
+	Usage string
+	// Pick chooses among several entries when Name is "" (a prompt on a terminal); nil: an
+	// error listing them.
+	Pick func(names []string) (string, error)
+	// Target resolves where the command runs, after the entry is picked; nil: not resolved.
+	Target func() (*contexts.Target, error)
+}
+
+// Selection is what a dev command acts on.
+type Selection struct {
+	Project *Project
+	Dev     *manifest.Dev
+	Target  *contexts.Target // nil when LoadOptions.Target is nil
+}
+
+// LoadDev loads the folder's project, picks its dev entry and resolves the target: the
+// sequence every dev command (up, down, exec, status, restart, doctor) starts with.
+func LoadDev(o LoadOptions) (*Selection, error) {
+	p, err := LoadProject(o.Env)
+	if err != nil {
+		return nil, err
+	}
+	name := o.Name
+	if name == "" && len(p.Devs) > 1 && o.Pick != nil {
+		if name, err = o.Pick(p.Names()); err != nil {
+			return nil, err
+		}
+	}
+	d, err := p.Select(name)
+	if err != nil {
+		if o.Usage != "" {
+			err = errs.WithHint(err, o.Usage)
+		}
+		return nil, err
+	}
+	s := &Selection{Project: p, Dev: d}
+	if o.Target != nil {
+		if s.Target, err = o.Target(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }

@@ -1,14 +1,19 @@
 package dev
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/devtool/devtool/internal/contexts"
+	"github.com/devtool/devtool/internal/environment"
+	"github.com/devtool/devtool/internal/errs"
 )
 
 func TestLoadProjectExample(t *testing.T) {
-	p, err := LoadProject(filepath.Join("..", "..", "examples", "hello"), "", map[string]string{})
+	p, err := LoadProject(environment.Options{Dir: filepath.Join("..", "..", "examples", "hello"), Environ: map[string]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +32,7 @@ func TestLoadProjectExample(t *testing.T) {
 func TestLoadProjectComposeAndServices(t *testing.T) {
 	dir := t.TempDir()
 	_ = os.WriteFile(filepath.Join(dir, "compose.yml"), []byte("services:\n  api:\n    image: busybox\n  worker:\n    image: busybox\n"), 0o644)
-	p, err := LoadProject(dir, "", map[string]string{})
+	p, err := LoadProject(environment.Options{Dir: dir, Environ: map[string]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +46,7 @@ func TestLoadProjectComposeAndServices(t *testing.T) {
 		t.Errorf("unknown: %v", err)
 	}
 	_ = os.WriteFile(filepath.Join(dir, "devtool.yml"), []byte("deploy:\n  compose: compose.yml\ndev:\n  api:\n    services: [worker]\n"), 0o644)
-	p, err = LoadProject(dir, "", map[string]string{})
+	p, err = LoadProject(environment.Options{Dir: dir, Environ: map[string]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,5 +55,31 @@ func TestLoadProjectComposeAndServices(t *testing.T) {
 	}
 	if len(p.Warnings) != 0 {
 		t.Errorf("warnings %v (services must be a known field)", p.Warnings)
+	}
+}
+
+func TestLoadDev(t *testing.T) {
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, "compose.yml"), []byte("services:\n  api:\n    image: busybox\n  worker:\n    image: busybox\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "other.yml"), []byte("services:\n  solo:\n    image: busybox\n"), 0o644)
+	env := environment.Options{Dir: dir, Environ: map[string]string{}}
+	_, err := LoadDev(LoadOptions{Env: env, Usage: "devtool down NAME"})
+	if err == nil || !strings.Contains(err.Error(), "2 dev containers") || errs.Hint(err) != "devtool down NAME" {
+		t.Errorf("several, no name: %v (hint %q)", err, errs.Hint(err))
+	}
+	var offered []string
+	s, err := LoadDev(LoadOptions{Env: env, Pick: func(n []string) (string, error) { offered = n; return "worker", nil }})
+	if err != nil || s.Dev.Name != "worker" || strings.Join(offered, ",") != "api,worker" || s.Target != nil {
+		t.Errorf("picked: %+v %v %v", s, offered, err)
+	}
+	targetErr := errors.New("no such context")
+	if _, err := LoadDev(LoadOptions{Env: env, Name: "api", Target: func() (*contexts.Target, error) { return nil, targetErr }}); !errors.Is(err, targetErr) {
+		t.Errorf("target error: %v", err)
+	}
+	// --file and --name reach the loader.
+	env.Files, env.Name = []string{"other.yml"}, "named"
+	s, err = LoadDev(LoadOptions{Env: env, Target: func() (*contexts.Target, error) { return &contexts.Target{Namespace: "x"}, nil }})
+	if err != nil || s.Dev.Name != "solo" || s.Project.Name != "named" || s.Target.Namespace != "x" {
+		t.Errorf("--file/--name: %+v %v", s, err)
 	}
 }

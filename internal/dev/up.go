@@ -1,13 +1,16 @@
 package dev
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/devtool/devtool/internal/devssh"
 	"github.com/devtool/devtool/internal/kube"
 	"github.com/devtool/devtool/internal/manifest"
 )
@@ -30,7 +33,17 @@ type Up struct {
 	KnownHostsFile string
 	// Progress gets every state change (after it is written to the state file); may be nil.
 	Progress func(Event)
-	Logger   *slog.Logger
+	// LazyInstall leaves the agent install of the first pod to the dialer: on a warm dev
+	// volume its first dial goes straight to the agent (PodDialer.WarmVolume), saving the
+	// install's exec on every up; the caller then checks the agent's version with CheckAgent.
+	// A cold volume costs one failed dial before the install.
+	LazyInstall bool
+	// FreshHome is told when Install found a pod's dev home without this agent or without a
+	// host key: the volume is new or was emptied (an emptyDir home after a pod restart, a
+	// volume deleted elsewhere), so whatever the sync engine remembers of the remote side is
+	// gone, and a file missing there is no deletion to carry over. May be nil.
+	FreshHome func(pod string)
+	Logger    *slog.Logger
 }
 
 // StoppedError ends `up` when something outside changed the dev container.
@@ -68,12 +81,62 @@ func (u *Up) Start(ctx context.Context) (*Active, *PodDialer, error) {
 		return nil, nil, err
 	}
 	u.recordPod(a)
-	u.Report(Event{State: StateAttaching, Message: "installing the agent in pod " + a.Pod})
-	if err := u.install(ctx, a.Pod, a.Container); err != nil {
-		u.fail(err)
-		return nil, nil, err
+	persistent := u.Dev.PersistentVolume == nil || u.Dev.PersistentVolume.Enabled
+	lazy := u.LazyInstall && persistent
+	if lazy {
+		u.Report(Event{State: StateAttaching, Message: "connecting to the agent in pod " + a.Pod})
+	} else {
+		u.Report(Event{State: StateAttaching, Message: "installing the agent in pod " + a.Pod})
+		if err := u.install(ctx, a.Pod, a.Container); err != nil {
+			u.fail(err)
+			return nil, nil, err
+		}
 	}
-	return a, NewPodDialer(u.Kube, u.Namespace, a, u.install), nil
+	d := NewPodDialer(u.Kube, u.Namespace, a, u.install)
+	d.Logger = u.Logger
+	// The agent and keys are on a persistent dev volume (installed now, or by an earlier up
+	// when lazy): new pods find them there.
+	d.WarmVolume = persistent
+	if lazy {
+		delete(d.installed, a.PodUID)
+	}
+	return a, d, nil
+}
+
+// CheckAgent makes sure the agent on the dev volume is this CLI's when a dial skipped the
+// install (PodDialer.InstallSkipped): it reads the recorded hash and the machine over the SSH
+// connection and, when the hash differs, installs this CLI's agent (it runs from the pod's
+// next start; the running one keeps serving). It returns whether it installed.
+func (u *Up) CheckAgent(ctx context.Context, c *devssh.Client, pod, container string) (bool, error) {
+	var out bytes.Buffer
+	code, err := c.Exec(ctx, devssh.ExecOptions{Command: []string{"sh", "-c",
+		"echo \"sha=$(cat " + AgentPath + ".sha256 2>/dev/null)\"; echo \"arch=$(uname -m 2>/dev/null)\""}, Stdout: &out})
+	if err != nil {
+		return false, fmt.Errorf("checking the agent's version: %w", err)
+	}
+	if code != 0 {
+		return false, fmt.Errorf("checking the agent's version: exit code %d", code)
+	}
+	var have, machine string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "sha="); ok {
+			have = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "arch="); ok {
+			machine = strings.TrimSpace(v)
+		}
+	}
+	_, sum, err := u.Agent(goarch(machine, ""))
+	if err != nil {
+		return false, err
+	}
+	if have == sum {
+		return false, nil
+	}
+	if u.Logger != nil {
+		u.Logger.Warn("the agent on the dev volume is another version: installing this one (it runs from the next pod start)", "pod", pod, "have", have, "want", sum)
+	}
+	return true, u.install(ctx, pod, container)
 }
 
 func (u *Up) fail(err error) {
@@ -93,7 +156,7 @@ func (u *Up) recordPod(a *Active) {
 
 func (u *Up) install(ctx context.Context, pod, container string) error {
 	res, err := Install(ctx, InstallOptions{Exec: u.Kube, Namespace: u.Namespace, Pod: pod, Container: container,
-		Agent: u.Agent, AuthorizedKey: u.AuthorizedKey, HostKey: u.HostKey, NodeArch: NodeArch(ctx, u.Kube, u.Namespace, pod)})
+		Agent: u.Agent, AuthorizedKey: u.AuthorizedKey, HostKey: u.HostKey, LookupNodeArch: func(ctx context.Context) string { return NodeArch(ctx, u.Kube, u.Namespace, pod) }})
 	if err != nil {
 		return fmt.Errorf("dev %s: %w", u.Dev.Name, err)
 	}
@@ -104,6 +167,9 @@ func (u *Up) install(ctx context.Context, pod, container string) error {
 	}
 	if u.Logger != nil {
 		u.Logger.Info("agent installed", "pod", pod, "arch", res.Arch, "uploaded", res.Uploaded, "hostKeyInstalled", res.HostKeyInstalled)
+	}
+	if (res.Uploaded || res.HostKeyInstalled) && u.FreshHome != nil {
+		u.FreshHome(pod)
 	}
 	return nil
 }

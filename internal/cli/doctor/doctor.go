@@ -27,7 +27,7 @@ type Options struct {
 	Now     func() time.Time
 
 	Kube cmdutil.KubeFlags
-	File string
+	Env  cmdutil.EnvFlags
 	Dev  string
 }
 
@@ -52,19 +52,17 @@ and events, and the OS and architecture. Keys, tokens, passwords and secret valu
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file")
+	opts.Env.AddFlags(cmd, "")
 	return cmd
 }
 
 func run(ctx context.Context, opts *Options) error {
-	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
+	// The target is optional here: a report without cluster information is still useful.
+	s, err := dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool doctor NAME"})
 	if err != nil {
 		return err
 	}
-	d, err := p.Select(opts.Dev)
-	if err != nil {
-		return cmdutil.WithHint(err, "devtool doctor NAME")
-	}
+	p, d := s.Project, s.Dev
 	home, err := contexts.HomeDir(opts.Getenv)
 	if err != nil {
 		return err

@@ -24,7 +24,7 @@ type Options struct {
 	Getenv  func(string) string
 
 	Kube    cmdutil.KubeFlags
-	File    string
+	Env     cmdutil.EnvFlags
 	Dev     string
 	Volumes bool
 }
@@ -53,24 +53,18 @@ container's volume (the synced files and the agent), so the next 'up' starts col
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file")
+	opts.Env.AddFlags(cmd, "")
 	cmd.Flags().BoolVar(&opts.Volumes, "volumes", false, "also delete the dev container's volume")
 	return cmd
 }
 
 func run(ctx context.Context, opts *Options) error {
-	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
+	s, err := dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev,
+		Usage: "devtool down NAME", Target: func() (*cmdutil.Target, error) { return opts.Target(opts.Kube) }})
 	if err != nil {
 		return err
 	}
-	d, err := p.Select(opts.Dev)
-	if err != nil {
-		return cmdutil.WithHint(err, "devtool down NAME")
-	}
-	t, err := opts.Target(opts.Kube)
-	if err != nil {
-		return err
-	}
+	p, d, t := s.Project, s.Dev, s.Target
 	res, err := dev.Down(ctx, dev.DownOptions{Client: t.Kube.Clientset, Namespace: t.Namespace, Dev: d, Volumes: opts.Volumes})
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ func TestFlags(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got.Dev != "api" || !got.Volumes || got.Kube.Namespace != "dev" || got.File != "devtool.yml" {
+	if got.Dev != "api" || !got.Volumes || got.Kube.Namespace != "dev" || len(got.Env.Files) != 1 || got.Env.Files[0] != "devtool.yml" {
 		t.Errorf("%+v", got)
 	}
 	cmd = NewCmd(&cmdutil.Factory{IOStreams: io}, func(context.Context, *Options) error { return nil })

@@ -28,7 +28,7 @@ type Options struct {
 	Getenv  func(string) string
 
 	Kube    cmdutil.KubeFlags
-	File    string
+	Env     cmdutil.EnvFlags
 	Dev     string
 	Command []string
 }
@@ -67,23 +67,17 @@ streams. devtool exits with the command's exit code.`,
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file")
+	opts.Env.AddFlags(cmd, "")
 	return cmd
 }
 
 func run(ctx context.Context, opts *Options) error {
-	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
+	s, err := dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev,
+		Usage: "devtool exec NAME -- COMMAND", Target: func() (*cmdutil.Target, error) { return opts.Target(opts.Kube) }})
 	if err != nil {
 		return err
 	}
-	d, err := p.Select(opts.Dev)
-	if err != nil {
-		return cmdutil.WithHint(err, "devtool exec NAME -- COMMAND")
-	}
-	t, err := opts.Target(opts.Kube)
-	if err != nil {
-		return err
-	}
+	p, d, t := s.Project, s.Dev, s.Target
 	pod, container, err := dev.RunningPod(ctx, t.Kube.Clientset, t.Namespace, d)
 	if err != nil {
 		return cmdutil.WithHint(err, "start it with 'devtool up "+d.Name+"'")

@@ -22,7 +22,7 @@ type Options struct {
 	Now     func() time.Time
 
 	Kube cmdutil.KubeFlags
-	File string
+	Env  cmdutil.EnvFlags
 	Dev  string
 }
 
@@ -48,7 +48,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file")
+	opts.Env.AddFlags(cmd, "")
 	return cmd
 }
 
@@ -59,14 +59,11 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
+	s, err := dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool restart NAME"})
 	if err != nil {
 		return err
 	}
-	d, err := p.Select(opts.Dev)
-	if err != nil {
-		return cmdutil.WithHint(err, "devtool restart NAME")
-	}
+	d := s.Dev
 	services := d.Services
 	if len(services) == 0 {
 		return cmdutil.WithHint(fmt.Errorf("dev container %s lists no services to restart", d.Name),

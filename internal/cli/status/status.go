@@ -25,7 +25,7 @@ type Options struct {
 	Target  func(cmdutil.KubeFlags) (*cmdutil.Target, error)
 
 	Kube     cmdutil.KubeFlags
-	File     string
+	Env      cmdutil.EnvFlags
 	Dev      string
 	Info     bool
 	Watch    bool
@@ -54,7 +54,7 @@ user name and password (generated per dev container, stored 0600 under ~/.devtoo
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file")
+	opts.Env.AddFlags(cmd, "")
 	cmd.Flags().BoolVar(&opts.Info, "info", false, "print the local sync service's address, user and password")
 	cmd.Flags().BoolVarP(&opts.Watch, "watch", "w", false, "keep updating until interrupted")
 	return cmd
@@ -68,14 +68,11 @@ func run(ctx context.Context, opts *Options) error {
 			return err
 		}
 	}
-	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
+	s, err := dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool status NAME"})
 	if err != nil {
 		return err
 	}
-	d, err := p.Select(opts.Dev)
-	if err != nil {
-		return cmdutil.WithHint(err, "devtool status NAME")
-	}
+	p, d := s.Project, s.Dev
 	home, err := contexts.HomeDir(opts.Getenv)
 	if err != nil {
 		return err

@@ -48,6 +48,23 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 			readyOnce.Do(func() { close(ready) })
 		}
 	}
+	// A dev home found new or emptied (see dev.Up.FreshHome) makes the sync compare every file
+	// anew instead of taking the files missing there for deletions to carry over.
+	var (
+		scMu      sync.Mutex
+		sc        *filesync.Client
+		freshHome bool
+	)
+	p.dev.FreshHome = func(pod string) {
+		scMu.Lock()
+		defer scMu.Unlock()
+		if sc == nil {
+			freshHome = true
+			return
+		}
+		p.dev.Logger.Info("the dev home in the new pod is new or was emptied: the sync compares every file anew", "pod", pod)
+		sc.Reset()
+	}
 	a, dialer, err := p.dev.Start(ctx)
 	if err != nil {
 		return err
@@ -56,7 +73,7 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		p.dev.Report(dev.Event{State: dev.StateAttaching, Message: "connecting to pod " + pod})
 	}
 
-	sess := devssh.NewSession(dialer.Dial, devssh.ClientConfig{Signer: signer, KnownHostsFile: p.state.KnownHostsFile()})
+	sess := devssh.NewSession(dialer.Dial, devssh.ClientConfig{Signer: signer, KnownHostsFile: p.state.KnownHostsFile(), Logger: p.dev.Logger})
 	for _, f := range d.Forward {
 		host := "127.0.0.1"
 		if f.Service != "" {
@@ -72,9 +89,12 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		}
 	}
 
-	var sc *filesync.Client
 	if len(d.Sync) > 0 {
-		if sc, err = filesync.NewClient(filesync.ClientOptions{Folders: folders(d), StateDir: p.state.SyncDir(), Reset: opts.Reset, Logger: syncLogger(p.dev.Logger)}); err != nil {
+		scMu.Lock()
+		c, err := filesync.NewClient(filesync.ClientOptions{Folders: folders(d), StateDir: p.state.SyncDir(), Reset: opts.Reset || freshHome, Logger: syncLogger(p.dev.Logger)})
+		sc = c
+		scMu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
@@ -119,6 +139,7 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 			case <-gctx.Done():
 				return nil
 			}
+			p.dev.Logger.Debug("starting the dev command", "command", command)
 			code, err := c.Exec(gctx, devssh.ExecOptions{Command: command, Stdin: stdinFor(tty, opts), Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut, TTY: tty})
 			if tty && err == nil {
 				exitCode = code
@@ -143,6 +164,7 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 			case <-gctx.Done():
 				return nil
 			case ev := <-sess.Events():
+				p.dev.Logger.Info("connection", "event", ev.Kind.String(), "took", ev.Duration, "attempts", ev.Attempts, "err", ev.Err)
 				if ev.Client == nil {
 					if ev.Kind == devssh.Lost && !tty {
 						fmt.Fprintf(opts.IO.ErrOut, "connection lost (%v); reconnecting\n", ev.Err)
@@ -164,6 +186,17 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 					fmt.Fprintf(opts.IO.ErrOut, "reconnected to %s in %s; forwards answer again on the same ports\n", dialer.Pod(), ev.Duration.Round(time.Millisecond))
 				}
 				c := ev.Client
+				if dialer.InstallSkipped() {
+					// The dial went straight to the agent on the warm volume: check its version
+					// beside the rest (one exec over this connection).
+					pod := dialer.Pod()
+					g.Go(func() error {
+						if _, err := p.dev.CheckAgent(gctx, c, pod, a.Container); err != nil && gctx.Err() == nil {
+							p.dev.Logger.Warn("checking the agent", "err", err)
+						}
+						return nil
+					})
+				}
 				select { // only the newest connection matters to the dev command
 				case <-clients:
 				default:

@@ -8,8 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
@@ -18,6 +18,7 @@ import (
 	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/dev"
+	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
 )
 
@@ -29,15 +30,16 @@ type Options struct {
 	Environ map[string]string
 	Getenv  func(string) string
 	Logger  *slog.Logger
-	// Deploy deploys the environment (the deploy command as a child process by default).
-	Deploy func(ctx context.Context, opts *Options, ns string) error
+	// Deploy deploys the environment (environment.Deployer, as `devtool deploy --wait` does, by
+	// default).
+	Deploy func(ctx context.Context, opts *Options, p *dev.Project, t *cmdutil.Target) error
 	// Agent gives the agent binary (agentbin.For).
 	Agent dev.AgentSource
 
 	Kube        cmdutil.KubeFlags
-	File        string
+	Env         cmdutil.EnvFlags // --file, --name
 	Dev         string
-	Env         []string // --env NAME=value
+	SetEnv      []string // --env NAME=value
 	Command     string   // --command
 	ForceDeploy bool
 	Reset       bool
@@ -46,7 +48,7 @@ type Options struct {
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ),
-		Getenv: f.Getenv, Logger: f.Logger, Deploy: deployChild, Agent: agentSource(f.Getenv)}
+		Getenv: f.Getenv, Logger: f.Logger, Deploy: deployEnvironment, Agent: agentSource(f.Getenv)}
 	cmd := &cobra.Command{
 		Use:   "up [devName]",
 		Short: "Replace a service by a dev container: synced files, forwards, a shell",
@@ -73,7 +75,7 @@ rebuilt from it.`,
 			if len(args) == 1 {
 				opts.Dev = args[0]
 			}
-			if _, err := parseEnv(opts.Env); err != nil {
+			if _, err := parseEnv(opts.SetEnv); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
 			if runF != nil {
@@ -83,8 +85,8 @@ rebuilt from it.`,
 		},
 	}
 	opts.Kube.AddFlags(cmd)
-	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "path to the devtool.yml or Compose file")
-	cmd.Flags().StringArrayVarP(&opts.Env, "env", "e", nil, "an environment variable NAME=value for the dev container (repeatable)")
+	opts.Env.AddFlags(cmd, "")
+	cmd.Flags().StringArrayVarP(&opts.SetEnv, "env", "e", nil, "an environment variable NAME=value for the dev container (repeatable)")
 	cmd.Flags().StringVar(&opts.Command, "command", "", "the command to run in the dev container (default: the dev entry's, else sh)")
 	cmd.Flags().BoolVar(&opts.ForceDeploy, "deploy", false, "deploy the environment first, even when it is deployed")
 	cmd.Flags().BoolVar(&opts.Reset, "reset", false, "forget the sync state: compare every file anew (differences kept as conflicts)")
@@ -114,26 +116,18 @@ type prepared struct {
 
 // prepare loads the folder, picks the dev entry, takes its state folder and deploys when needed.
 func prepare(ctx context.Context, opts *Options) (*prepared, error) {
-	p, err := dev.LoadProject(opts.WorkDir, opts.File, opts.Environ)
+	lo := dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool up NAME",
+		Target: func() (*cmdutil.Target, error) { return opts.Target(opts.Kube) }}
+	if opts.IO.CanPrompt() {
+		lo.Pick = func(names []string) (string, error) { return prompt(opts.IO, names) }
+	}
+	s, err := dev.LoadDev(lo)
 	if err != nil {
 		return nil, err
 	}
+	p, d, t := s.Project, s.Dev, s.Target
 	for _, w := range p.Warnings {
 		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
-	}
-	name := opts.Dev
-	if name == "" && len(p.Devs) > 1 && opts.IO.CanPrompt() {
-		if name, err = prompt(opts.IO, p.Names()); err != nil {
-			return nil, err
-		}
-	}
-	d, err := p.Select(name)
-	if err != nil {
-		return nil, cmdutil.WithHint(err, "devtool up NAME")
-	}
-	t, err := opts.Target(opts.Kube)
-	if err != nil {
-		return nil, err
 	}
 	home, err := contexts.HomeDir(opts.Getenv)
 	if err != nil {
@@ -178,39 +172,40 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 	}
 	if !deployed {
 		fmt.Fprintf(opts.IO.ErrOut, "Deploying %s to namespace %s first\n", p.Name, t.Namespace)
-		if err := opts.Deploy(ctx, opts, t.Namespace); err != nil {
+		if err := opts.Deploy(ctx, opts, p, t); err != nil {
 			logf.Close()
 			return nil, err
 		}
 	}
-	env, _ := parseEnv(opts.Env)
-	u := &dev.Up{Kube: t.Kube, Namespace: t.Namespace, Dev: d, Env: env, State: sd, Agent: opts.Agent, Logger: logger}
+	env, _ := parseEnv(opts.SetEnv)
+	u := &dev.Up{Kube: t.Kube, Namespace: t.Namespace, Dev: d, Env: env, State: sd, Agent: opts.Agent, Logger: logger, LazyInstall: true}
 	ok = true
 	return &prepared{project: p, dev: u, state: sd, target: t, log: logf}, nil
 }
 
-// deployChild runs this binary's deploy command: the environment's own deploy, unchanged.
-func deployChild(ctx context.Context, opts *Options, ns string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
+// deployEnvironment deploys the environment as `devtool deploy --wait` would (builds missing
+// images, runs the deploy section), through the same environment.Deployer, in this process.
+func deployEnvironment(ctx context.Context, opts *Options, p *dev.Project, t *cmdutil.Target) error {
+	printed := map[string]bool{} // up has shown the environment's warnings already
+	for _, w := range p.Warnings {
+		printed[w] = true
 	}
-	args := []string{"deploy", "--namespace", ns, "--wait"}
-	if opts.File != "" {
-		args = append(args, "--file", opts.File)
+	d := &environment.Deployer{Env: p.Env, Target: t, Environ: opts.Environ, Getenv: opts.Getenv, Logger: opts.Logger,
+		Wait: true, Timeout: 5 * time.Minute, Out: opts.IO.ErrOut,
+		Warn: func(w string) {
+			if !printed[w] {
+				fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
+			}
+		},
+		Progress: func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },
 	}
-	if opts.Kube.Context != "" {
-		args = append(args, "--context", opts.Kube.Context)
-	}
-	cmd := exec.CommandContext(ctx, self, args...)
-	cmd.Dir = opts.WorkDir
-	cmd.Stdout, cmd.Stderr = opts.IO.ErrOut, opts.IO.ErrOut
-	if err := cmd.Run(); err != nil {
+	if _, err := d.Deploy(ctx); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return fmt.Errorf("deploying before up: %w", err)
 	}
+	fmt.Fprintf(opts.IO.ErrOut, "Environment %s deployed to namespace %s\n", p.Name, t.Namespace)
 	return nil
 }
 

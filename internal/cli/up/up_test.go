@@ -13,12 +13,13 @@ func TestFlags(t *testing.T) {
 	io, _, _, _ := iostreams.Test()
 	var got *Options
 	cmd := NewCmd(&cmdutil.Factory{IOStreams: io, Getenv: func(string) string { return "" }}, func(_ context.Context, o *Options) error { got = o; return nil })
-	cmd.SetArgs([]string{"api", "-e", "A=1", "--env", "B=x=y", "--command", "npm run dev", "--deploy", "--reset", "-n", "dev"})
+	cmd.SetArgs([]string{"api", "-e", "A=1", "--env", "B=x=y", "--command", "npm run dev", "--deploy", "--reset", "-n", "dev", "-f", "a.yml", "--file", "b.yml", "--name", "shop"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	env, _ := parseEnv(got.Env)
-	if got.Dev != "api" || env["A"] != "1" || env["B"] != "x=y" || got.Command != "npm run dev" || !got.ForceDeploy || !got.Reset || got.Kube.Namespace != "dev" {
+	env, _ := parseEnv(got.SetEnv)
+	if got.Dev != "api" || env["A"] != "1" || env["B"] != "x=y" || got.Command != "npm run dev" || !got.ForceDeploy || !got.Reset || got.Kube.Namespace != "dev" ||
+		strings.Join(got.Env.Files, ",") != "a.yml,b.yml" || got.Env.Name != "shop" {
 		t.Errorf("%+v", got)
 	}
 	cmd = NewCmd(&cmdutil.Factory{IOStreams: io, Getenv: func(string) string { return "" }}, func(context.Context, *Options) error { return nil })
