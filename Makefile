@@ -27,7 +27,8 @@ agent: ## cross-build devtool-agent (static) for linux/amd64 and linux/arm64, gz
 install: agent ## install devtool into GOBIN
 	CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/devtool
 
-vet: ## go vet, with and without the integration tag
+vet: ## gofmt check, then go vet with and without the integration tag
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt -w needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
 
