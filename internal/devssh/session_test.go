@@ -125,10 +125,13 @@ func TestSessionForwardsAndReconnect(t *testing.T) {
 	t.Logf("connection cut: forward answered again on the same port after %s", time.Since(cutAt))
 	re := events.next(t, Reconnected)
 	t.Logf("reconnected event: %s after the loss, %d dial(s)", re.Duration, re.Attempts)
-	waitFor(t, func() bool { return listening(rev) }, "reverse listener re-requested")
-	if body, err := get(rev); err != nil || body != "local app" {
-		t.Fatalf("reverse after cut: %q %v", body, err)
-	}
+	// The agent may still hold the old connection's listener for a moment (it learns of the
+	// cut only when its side of the TCP connection fails), so a request can land on it and see
+	// EOF: what must hold is that the reverse forward answers again, through the new connection.
+	waitFor(t, func() bool {
+		body, err := get(rev)
+		return err == nil && body == "local app"
+	}, "reverse forward answering again after the cut")
 
 	// 2. Restart the agent (same home, so the same host key) on the same address.
 	addr := f.agent.addr
