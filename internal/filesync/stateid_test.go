@@ -2,12 +2,15 @@ package filesync
 
 import (
 	"bytes"
+	"encoding/binary"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // lockedBuf collects log output from several goroutines.
@@ -247,5 +250,29 @@ func TestStateIDServerLoad(t *testing.T) {
 	}
 	if c := load(true); c == b {
 		t.Fatal("reset kept the ID")
+	}
+}
+
+// An index of the previous layout (no state ID) is still read, with no ID:
+// a client upgraded with a base resynchronizes once without deletes.
+func TestStateIDReadsIndexV1(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "x.idx")
+	e := &encoder{}
+	e.b = append(e.b, indexMagicV1...)
+	e.str("root")
+	e.uvarint(1)
+	e.uvarint(1)
+	e.str("a")
+	e.entry(Entry{Kind: KindFile, Size: 1, Hash: 2})
+	e.b = binary.LittleEndian.AppendUint64(e.b, xxhash.Sum64(e.b))
+	must(t, os.WriteFile(file, e.b, 0o600))
+	maps, id, err := loadIndex(file, "root", 1)
+	must(t, err)
+	if id != "" || maps[0]["a"].Size != 1 {
+		t.Fatalf("id %q, maps %+v", id, maps)
+	}
+	must(t, saveIndex(file, "root", "abc", maps...))
+	if _, id, err = loadIndex(file, "root", 1); err != nil || id != "abc" {
+		t.Fatalf("id %q, err %v", id, err)
 	}
 }
