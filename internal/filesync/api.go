@@ -34,6 +34,18 @@
 // Each watcher watches a folder before the first scan reads it. A session
 // that changed nothing writes no index.
 //
+// Remote state identity: the agent keeps a random 128-bit ID in each remote
+// index, new whenever that index is new (a fresh volume), unreadable, reset,
+// or its folder is found empty while the index lists files; it sends the IDs
+// in its hello answer. The client saves, with its base, the ID the base was
+// agreed with; when the agent sends another, the base says nothing about the
+// agent's files (a missing one there is no deletion), so the client drops it
+// for that folder, as a reset does: differences become conflicts, a file on
+// one side only is copied to the other, nothing is deleted, and one line is
+// logged. The agent never deletes on its own decision (it applies the
+// client's operations, each checked against the state it was decided from),
+// so this check on the client is the whole guard.
+//
 // The stream: each side sends "DTSY" and the protocol version (a mismatch fails
 // with ErrVersion, naming both); then blocks of at most 1 MiB of frames,
 // zstd-compressed when that shrinks them by an eighth, sent when the outgoing

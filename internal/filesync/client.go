@@ -52,7 +52,10 @@ type cfolder struct {
 	t     *tree  // open during a session
 	local map[string]Entry
 
-	base        map[string]Entry // the last state both sides agreed on
+	base map[string]Entry // the last state both sides agreed on
+	// remoteID is the agent's state ID the base was agreed with (saved
+	// with it); a base is trusted only while the agent sends the same ID.
+	remoteID    string
 	remote      map[string]Entry // the server's index as last reported
 	fullNext    map[string]Entry
 	remoteReady bool
@@ -131,11 +134,11 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		if opts.StateDir != "" {
 			cf.file = indexFile(opts.StateDir, "local", f.Local+"\x00"+f.Remote)
 			if !opts.Reset {
-				maps, err := loadIndex(cf.file, f.Local+"\x00"+f.Remote, 2)
+				maps, id, err := loadIndex(cf.file, f.Local+"\x00"+f.Remote, 2)
 				if err != nil {
 					cf.log.Warn("sync index unreadable: starting afresh (differences become conflicts)", "err", err)
 				}
-				cf.base, cf.local = maps[0], maps[1]
+				cf.base, cf.local, cf.remoteID = maps[0], maps[1], id
 				if rules, err := loadRules(cf.file + ".rules"); err == nil {
 					cf.rules, cf.savedRules, cf.rulesKnown = rules, rules, true
 				}
@@ -289,8 +292,15 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 	if f, ok := m.(*fatalMsg); ok {
 		return fmt.Errorf("the agent refused the sync: %s", f.Err)
 	}
-	if typ != msgHelloOK {
+	ok, isOK := m.(*helloOKMsg)
+	if !isOK {
 		return fmt.Errorf("protocol: expected the agent's hello, got message type %d", typ)
+	}
+	if len(ok.IDs) != len(c.folders) {
+		return fmt.Errorf("protocol: the agent sent %d folder state IDs for %d folders", len(ok.IDs), len(c.folders))
+	}
+	for i, f := range c.folders {
+		c.checkRemoteID(f, ok.IDs[i], reset)
 	}
 	if reset {
 		c.mu.Lock()
@@ -419,6 +429,25 @@ func (c *Client) sendRulesFiles(f *cfolder, files []ruleFile) {
 	c.out.push(&rulesMsg{Folder: f.i, Excludes: c.opts.Excludes, Files: files})
 }
 
+// checkRemoteID compares the agent's state ID for f with the one f's base
+// was agreed with. Another ID means the agent's state is new (a new or
+// emptied volume, a lost index): its missing files are no deletions, so the
+// base is dropped for f, as a reset does: every difference becomes a
+// conflict (both kept), a file on one side only is copied to the other, and
+// nothing is deleted on either side.
+func (c *Client) checkRemoteID(f *cfolder, id string, reset bool) {
+	if id == f.remoteID {
+		return
+	}
+	if !reset && len(f.base) > 0 {
+		f.log.Warn(fmt.Sprintf("remote state for %s is new (volume replaced?): resynchronizing without deletes", f.f.Remote),
+			"remote_id", id, "base_remote_id", f.remoteID, "base_entries", len(f.base))
+		f.base = map[string]Entry{}
+	}
+	f.remoteID = id
+	f.changed = true
+}
+
 func (c *Client) save(f *cfolder) {
 	f.changed = false
 	if f.file == "" {
@@ -428,7 +457,7 @@ func (c *Client) save(f *cfolder) {
 	if f.t != nil {
 		local = f.t.snapshot()
 	}
-	if err := saveIndex(f.file, f.f.Local+"\x00"+f.f.Remote, f.base, local); err != nil {
+	if err := saveIndex(f.file, f.f.Local+"\x00"+f.f.Remote, f.remoteID, f.base, local); err != nil {
 		f.log.Warn("saving the sync index", "err", err)
 	}
 	if f.rulesKnown && (f.savedRules == nil || !sameRules(f.rules, f.savedRules)) {

@@ -35,6 +35,7 @@ func TestWireRoundTrip(t *testing.T) {
 		&getMsg{ID: 3, Path: "p", Expect: Entry{Kind: KindFile}},
 		&fatalMsg{Err: "bye"},
 		&noticeMsg{Folder: 2, Text: "out of watches"},
+		&helloOKMsg{IDs: []string{"0123456789abcdef0123456789abcdef", "x"}},
 	}
 	data := encodeFrames(t, msgs...)
 	if len(data) > chunkSize/4 {

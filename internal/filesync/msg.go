@@ -18,6 +18,15 @@ type helloMsg struct {
 	Roots []string
 }
 
+// helloOKMsg accepts the hello: IDs[i] is the identity of folder i's remote
+// state (its index on the agent), new whenever that index is new, lost or
+// unreadable. The client trusts its base only with the ID it was agreed with.
+type helloOKMsg struct {
+	IDs []string
+}
+
+const maxStateID = 64
+
 type ruleFile struct{ Dir, Content string }
 
 type rulesMsg struct {
@@ -173,7 +182,11 @@ func encodeMsg(e *encoder, m any) byte {
 		e.uvarint(uint64(m.Folder))
 		e.str(m.Text)
 		return msgNotice
-	case *struct{}:
+	case *helloOKMsg:
+		e.uvarint(uint64(len(m.IDs)))
+		for _, id := range m.IDs {
+			e.str(id)
+		}
 		return msgHelloOK
 	}
 	panic(fmt.Sprintf("filesync: no encoding for %T", m))
@@ -192,7 +205,19 @@ func decodeMsg(typ byte, body []byte) (any, error) {
 		}
 		m = x
 	case msgHelloOK:
-		m = &struct{}{}
+		x := &helloOKMsg{}
+		n := d.count(1)
+		if d.err == nil && n > maxFolders {
+			d.fail(fmt.Errorf("%d folder state IDs (at most %d)", n, maxFolders))
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			id := d.str()
+			if d.err == nil && (id == "" || len(id) > maxStateID) {
+				d.fail(fmt.Errorf("state ID of %d bytes (1 to %d)", len(id), maxStateID))
+			}
+			x.IDs = append(x.IDs, id)
+		}
+		m = x
 	case msgRules:
 		x := &rulesMsg{Folder: d.folder()}
 		n := d.count(1)

@@ -159,7 +159,7 @@ func TestClientRefusesEscapingPathsFromAgent(t *testing.T) {
 		fr.next() // hello
 		out := newSender(b, newQueue[any](), nil, nil)
 		defer out.fw.close()
-		out.send(&struct{}{})
+		out.send(&helloOKMsg{IDs: []string{"agent-state"}})
 		out.fw.flush()
 		fr.next() // rules
 		out.send(&entriesMsg{Folder: 0, Full: true, Done: true, Items: []item{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -86,10 +87,11 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 		log.Error("sync hello refused", "err", err)
 		return err
 	}
+	s.ids = make([]string, len(s.trees))
 	for i, t := range s.trees {
 		s.load(i, t)
 	}
-	_ = out.send(&struct{}{})
+	_ = out.send(&helloOKMsg{IDs: s.ids})
 	if err := out.fw.flush(); err != nil {
 		return err
 	}
@@ -142,11 +144,14 @@ type sfolder struct {
 }
 
 type server struct {
-	log     *slog.Logger
-	opts    ServerOptions
-	q       *queue[any]
-	reset   bool
-	trees   []*tree
+	log   *slog.Logger
+	opts  ServerOptions
+	q     *queue[any]
+	reset bool
+	trees []*tree
+	// ids are the state IDs of the remote indexes (one per folder), sent in
+	// the hello answer and saved with each index.
+	ids     []string
 	folders []*sfolder
 	fwd     sync.WaitGroup
 	// order is held from reading or changing a tree's index until what
@@ -180,20 +185,60 @@ func (s *server) stateFile(t *tree) string {
 	return indexFile(s.opts.StateDir, "remote", t.root)
 }
 
+// load reads folder i's remote index and its state ID. The ID is new when
+// the index is new, unreadable, dropped by a reset, or describes files of
+// which none is left (the root was emptied or replaced under a kept state
+// folder): the client then treats its base as unknown, so files missing here
+// are not taken for deletions. A new ID is saved at once, so the ID the
+// client learns is the one on disk.
 func (s *server) load(i int, t *tree) {
 	f := s.stateFile(t)
-	if f == "" {
-		return
-	}
-	if s.reset {
+	var id, why string
+	switch {
+	case f == "":
+		why = "no state folder"
+	case s.reset:
 		t.log.Info("sync reset: remote index dropped")
-		return
+		why = "reset"
+	default:
+		maps, lid, err := loadIndex(f, t.root, 1)
+		switch {
+		case err != nil:
+			t.log.Warn("remote index unreadable, rehashing", "err", err)
+			why = "index unreadable"
+		case lid == "":
+			why = "no index"
+			if len(maps[0]) > 0 {
+				why = "index without a state ID"
+			}
+		case len(maps[0]) > 0 && rootEmpty(t.root):
+			why = "folder emptied"
+		default:
+			id = lid
+		}
+		t.idx = maps[0]
 	}
-	maps, err := loadIndex(f, t.root, 1)
+	if id == "" {
+		id = newStateID()
+		t.log.Info("new remote state", "id", id, "reason", why)
+		if f != "" {
+			if err := saveIndex(f, t.root, id, t.snapshot()); err != nil {
+				t.log.Warn("saving the remote index", "err", err)
+			}
+		}
+	}
+	s.ids[i] = id
+}
+
+// rootEmpty reports whether root holds nothing (or cannot be read).
+func rootEmpty(root string) bool {
+	d, err := os.Open(root)
 	if err != nil {
-		t.log.Warn("remote index unreadable, rehashing", "err", err)
+		return true
 	}
-	t.idx = maps[0]
+	defer d.Close()
+	names, _ := d.Readdirnames(1)
+	return len(names) == 0
 }
 
 func (s *server) saveAll() {
@@ -207,7 +252,7 @@ func (s *server) saveAll() {
 			continue
 		}
 		if file := s.stateFile(t); file != "" {
-			if err := saveIndex(file, t.root, t.snapshot()); err != nil {
+			if err := saveIndex(file, t.root, s.ids[i], t.snapshot()); err != nil {
 				t.log.Warn("saving the remote index", "err", err)
 			}
 		}

@@ -2,25 +2,36 @@ package filesync
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 )
 
-const indexMagic = "DTIDX1\n"
+// indexMagic starts an index file; indexMagicV1 is the older layout without
+// the state ID (still read: its ID is "").
+const (
+	indexMagic   = "DTIDX2\n"
+	indexMagicV1 = "DTIDX1\n"
+)
 
-// saveIndex writes maps (with the root they belong to) to file atomically:
-// a temporary file in the same folder renamed over it.
-func saveIndex(file, root string, maps ...map[string]Entry) error {
+// saveIndex writes maps (with the root they belong to and a state ID) to
+// file atomically: a temporary file in the same folder renamed over it. The
+// ID is the remote state's identity: the agent's own on its side, the one
+// the base was agreed with on the client's.
+func saveIndex(file, root, id string, maps ...map[string]Entry) error {
 	e := &encoder{b: make([]byte, 0, 64<<10)}
 	e.b = append(e.b, indexMagic...)
 	e.str(root)
+	e.str(id)
 	e.uvarint(uint64(len(maps)))
 	for _, m := range maps {
 		keys := make([]string, 0, len(m))
@@ -45,33 +56,38 @@ func saveIndex(file, root string, maps ...map[string]Entry) error {
 	return os.Rename(tmp, file)
 }
 
-// loadIndex reads what saveIndex wrote. A missing file gives empty maps; a
-// corrupt one or one for another root is an error (the caller starts afresh).
-func loadIndex(file, root string, n int) ([]map[string]Entry, error) {
-	maps := make([]map[string]Entry, n)
+// loadIndex reads what saveIndex wrote (maps and state ID). A missing file
+// gives empty maps and no ID; a corrupt one or one for another root is an
+// error (the caller starts afresh).
+func loadIndex(file, root string, n int) (maps []map[string]Entry, id string, err error) {
+	maps = make([]map[string]Entry, n)
 	for i := range maps {
 		maps[i] = map[string]Entry{}
 	}
 	b, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
-		return maps, nil
+		return maps, "", nil
 	}
 	if err != nil {
-		return maps, err
+		return maps, "", err
 	}
-	if len(b) < len(indexMagic)+8 || !bytes.HasPrefix(b, []byte(indexMagic)) {
-		return maps, fmt.Errorf("%s: not a sync index", file)
+	v1 := bytes.HasPrefix(b, []byte(indexMagicV1))
+	if len(b) < len(indexMagic)+8 || !(v1 || bytes.HasPrefix(b, []byte(indexMagic))) {
+		return maps, "", fmt.Errorf("%s: not a sync index", file)
 	}
 	body, sum := b[:len(b)-8], binary.LittleEndian.Uint64(b[len(b)-8:])
 	if xxhash.Sum64(body) != sum {
-		return maps, fmt.Errorf("%s: checksum mismatch", file)
+		return maps, "", fmt.Errorf("%s: checksum mismatch", file)
 	}
 	d := &decoder{b: body[len(indexMagic):]}
 	if r := d.str(); r != root {
-		return maps, fmt.Errorf("%s: index of %s, not %s", file, r, root)
+		return maps, "", fmt.Errorf("%s: index of %s, not %s", file, r, root)
+	}
+	if !v1 {
+		id = d.str()
 	}
 	if k := d.count(1); k != n {
-		return maps, fmt.Errorf("%s: %d sections, want %d", file, k, n)
+		return maps, "", fmt.Errorf("%s: %d sections, want %d", file, k, n)
 	}
 	for i := 0; i < n && d.err == nil; i++ {
 		c := d.count(2)
@@ -87,9 +103,20 @@ func loadIndex(file, root string, n int) ([]map[string]Entry, error) {
 		for i := range maps {
 			maps[i] = map[string]Entry{}
 		}
-		return maps, fmt.Errorf("%s: %w", file, d.err)
+		return maps, "", fmt.Errorf("%s: %w", file, d.err)
 	}
-	return maps, nil
+	return maps, id, nil
+}
+
+// newStateID returns a random 128-bit identity for a remote index.
+func newStateID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand does not fail on supported systems; a clock-based ID
+		// still differs from any earlier one.
+		binary.BigEndian.PutUint64(b[:], uint64(time.Now().UnixNano()))
+	}
+	return hex.EncodeToString(b[:])
 }
 
 func indexFile(stateDir, side, root string) string {

@@ -19,8 +19,9 @@ import (
 // allocated.
 
 // ProtocolVersion is the sync protocol spoken by this build. Both ends must
-// speak the same one.
-const ProtocolVersion = 1
+// speak the same one. Version 2: the agent's hello answer carries the state
+// ID of each folder's remote index.
+const ProtocolVersion = 2
 
 const (
 	magic       = "DTSY"
