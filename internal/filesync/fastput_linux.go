@@ -55,7 +55,7 @@ func (t *tree) beginFast(p, dir string, exec bool) (ff *fastFile, ok bool, err e
 	}
 	dirfd, own := t.rootfd, false
 	if dir != "" {
-		dirfd, err = unix.Openat2(t.rootfd, dir, &unix.OpenHow{
+		dirfd, err = openat2(t.rootfd, dir, &unix.OpenHow{
 			Flags:   unix.O_DIRECTORY | unix.O_RDONLY | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 		})
@@ -95,6 +95,16 @@ func (t *tree) beginFast(p, dir string, exec bool) (ff *fastFile, ok bool, err e
 		return nil, false, &os.PathError{Op: "create", Path: join(dir, tmp), Err: err}
 	}
 	return &fastFile{dirfd: dirfd, ownDir: own, fd: fd, tmpBase: tmp, base: baseOf(p)}, true, nil
+}
+
+// openat2 is unix.Openat2, or the error testHookOpenat2Err gives.
+func openat2(dirfd int, p string, how *unix.OpenHow) (int, error) {
+	if testHookOpenat2Err != nil {
+		if err := testHookOpenat2Err(); err != nil {
+			return -1, err
+		}
+	}
+	return unix.Openat2(dirfd, p, how)
 }
 
 func baseOf(p string) string {
@@ -170,14 +180,7 @@ func (pf *putFile) commitFast() (Entry, error) {
 		if testHookBeforeReplace != nil {
 			testHookBeforeReplace(pf.p)
 		}
-		err = unix.Renameat2(ff.dirfd, ff.tmpBase, ff.dirfd, ff.base, unix.RENAME_NOREPLACE)
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-			// a filesystem without RENAME_NOREPLACE: link, which fails
-			// the same way when the name is taken
-			if err = unix.Linkat(ff.dirfd, ff.tmpBase, ff.dirfd, ff.base, 0); err == nil {
-				_ = unix.Unlinkat(ff.dirfd, ff.tmpBase, 0)
-			}
-		}
+		err = renameNoReplace(ff.dirfd, ff.tmpBase, ff.base)
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			err = fmt.Errorf("%s: %w (created meanwhile)", pf.p, errChanged)
 		} else if err != nil {
@@ -193,6 +196,54 @@ func (pf *putFile) commitFast() (Entry, error) {
 		racy: time.Now().UnixNano()-mt < racyWindow}
 	t.idx[pf.p] = e
 	return e, nil
+}
+
+// Test seams (tests only): when set, they replace the result of the system
+// call they name, to exercise the fallbacks of filesystems and kernels that
+// lack it.
+var (
+	testHookRenameErr  func() error // renameat2(RENAME_NOREPLACE)
+	testHookLinkErr    func() error // linkat
+	testHookOpenat2Err func() error // openat2
+)
+
+// renameNoReplace puts tmp at base in folder dirfd unless something is at
+// base: renameat2(RENAME_NOREPLACE), or where the kernel or filesystem lacks
+// it (EINVAL, ENOSYS; EPERM from a seccomp filter) a hard link, which fails
+// the same way when the name is taken, or where hard links are not available
+// either (CIFS, FUSE, 9p, vfat: EPERM, EOPNOTSUPP, EMLINK, ...) a plain
+// rename after checking that base is still absent, as replace does on the
+// portable path. EEXIST means something is at base (kept). Callers hold t.mu.
+func renameNoReplace(dirfd int, tmp, base string) error {
+	var err error
+	if testHookRenameErr != nil {
+		err = testHookRenameErr()
+	} else {
+		err = unix.Renameat2(dirfd, tmp, dirfd, base, unix.RENAME_NOREPLACE)
+	}
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	if testHookLinkErr != nil {
+		err = testHookLinkErr()
+	} else {
+		err = unix.Linkat(dirfd, tmp, dirfd, base, 0)
+	}
+	if err == nil {
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+		return nil
+	}
+	if errors.Is(err, unix.EEXIST) {
+		return err
+	}
+	var st unix.Stat_t
+	switch err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == nil:
+		return unix.EEXIST
+	case !errors.Is(err, unix.ENOENT):
+		return err
+	}
+	return unix.Renameat(dirfd, tmp, dirfd, base)
 }
 
 // rawFile reads a file through its descriptor (no poller registration).
@@ -223,7 +274,7 @@ func (t *tree) openRead(p string) (r io.ReadCloser, ok bool, err error) {
 	if t.rootfd < 0 || t.noFast.Load() {
 		return nil, false, nil
 	}
-	fd, err := unix.Openat2(t.rootfd, p, &unix.OpenHow{
+	fd, err := openat2(t.rootfd, p, &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
