@@ -335,10 +335,12 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 			w = nil
 		} else {
 			f.w = w
-			f.t.onDir = w.add
 		}
-		changed, err := f.t.scanAll(true)
-		f.t.onDir = nil
+		var onDir func(string)
+		if w != nil {
+			onDir = w.add
+		}
+		changed, err := f.t.scanAll(true, onDir)
 		if err != nil {
 			f.log.Warn("local scan", "err", err)
 		}
@@ -717,7 +719,7 @@ func (c *Client) handle(ev any) {
 			before := f.t.rules
 			f.t.mu.Unlock()
 			var err error
-			changed, err = f.t.scanAll(false)
+			changed, err = f.t.scanAll(false, nil)
 			if err != nil {
 				f.log.Warn("rescan", "err", err)
 			}

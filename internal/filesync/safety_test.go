@@ -62,7 +62,7 @@ func TestTreeRefusesEscapes(t *testing.T) {
 	// A put replaces a symlink itself, never its target.
 	must(t, os.WriteFile(filepath.Join(outside, "target"), []byte("keep"), 0o644))
 	must(t, os.Symlink(filepath.Join(outside, "target"), filepath.Join(root, "l")))
-	tr.scanAll(false)
+	tr.scanAll(false, nil)
 	pf, err := tr.beginPut("l", e, tr.get("l"))
 	must(t, err)
 	must(t, pf.write([]byte("x")))

@@ -329,7 +329,7 @@ func (s *server) rescanLocked(i int, paths []string) {
 	var changed []item
 	if paths == nil {
 		var err error
-		changed, err = t.scanAll(false)
+		changed, err = t.scanAll(false, nil)
 		if err != nil {
 			t.log.Warn("rescan", "err", err)
 		}
@@ -532,20 +532,30 @@ func (s *server) startFolder(i int) {
 	f.mu.Unlock()
 	start := time.Now()
 	// The first time, the watcher watches each folder before the scan
-	// reads it (nothing changed meanwhile goes unseen).
-	var w *watcher
+	// reads it (nothing changed meanwhile goes unseen). Later (the client's
+	// rules changed: the first scan may have used the previous session's),
+	// the running watcher watches every folder the scan finds, since folders
+	// ignored before are not watched yet.
+	var w, running *watcher
 	if first {
 		var err error
 		if w, err = newWatcher(t.root, t.ignoredDir); err != nil {
 			t.log.Warn("no file watcher, periodic rescans only", "err", err)
 			w = nil
-		} else {
-			t.onDir = w.add
 		}
+	} else {
+		f.mu.Lock()
+		running = f.w
+		f.mu.Unlock()
+	}
+	var onDir func(string)
+	if w != nil {
+		onDir = w.add
+	} else if running != nil {
+		onDir = running.add
 	}
 	s.order.Lock()
-	changed, err := t.scanAll(first)
-	t.onDir = nil
+	changed, err := t.scanAll(first, onDir)
 	if err != nil {
 		t.log.Warn("scan", "err", err)
 	}

@@ -44,6 +44,7 @@ type tree struct {
 	// onDir, when set, is called for each folder a walk is about to read
 	// (the watcher watches it before its content is read, so nothing
 	// changed during the scan goes unseen and no second scan is needed).
+	// Set only by scanAll, under mu, for the length of its walk.
 	onDir  func(rel string)
 	noFast atomic.Bool // the fast path turned out unavailable
 }
@@ -208,10 +209,13 @@ func differs(a, b Entry) bool {
 
 // scanAll walks the whole tree, updating the index; it returns what changed
 // (absent entries for removed paths). A client tree rereads its rules files
-// on the way. Stale temporary files are removed when clean is set.
-func (t *tree) scanAll(clean bool) ([]item, error) {
+// on the way. Stale temporary files are removed when clean is set. onDir,
+// when not nil, is called for each folder before it is read (see t.onDir).
+func (t *tree) scanAll(clean bool, onDir func(rel string)) ([]item, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.onDir = onDir
+	defer func() { t.onDir = nil }()
 	if t.readRules {
 		t.ign = ignore.New(t.excludes)
 		t.rules = nil
