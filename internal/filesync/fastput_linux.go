@@ -164,11 +164,12 @@ func (pf *putFile) commitFast() (Entry, error) {
 		ts := unix.NsecToTimespec(mt)
 		err = unix.UtimesNanoAt(ff.dirfd, ff.tmpBase, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 	}
-	if err == nil && mt == 0 {
-		var st unix.Stat_t
-		if err = unix.Fstat(ff.fd, &st); err == nil {
-			mt = st.Mtim.Nano()
-		}
+	// The entry records what is on disk (the mode after the umask, the
+	// mtime as the filesystem keeps it), as the portable path does: else
+	// every rescan would find the file changed.
+	var st unix.Stat_t
+	if err == nil {
+		err = unix.Fstat(ff.fd, &st)
 	}
 	if cerr := unix.Close(ff.fd); err == nil {
 		err = cerr
@@ -192,7 +193,8 @@ func (pf *putFile) commitFast() (Entry, error) {
 		cur, _ := t.current(pf.p)
 		return cur, err
 	}
-	e := Entry{Kind: KindFile, Exec: pf.e.Exec, Size: pf.n, MTime: mt, Hash: pf.e.Hash,
+	mt = st.Mtim.Nano()
+	e := Entry{Kind: KindFile, Exec: st.Mode&0o111 != 0, Size: st.Size, MTime: mt, Hash: pf.e.Hash,
 		racy: time.Now().UnixNano()-mt < racyWindow}
 	t.idx[pf.p] = e
 	return e, nil

@@ -123,3 +123,39 @@ func TestFastPutWithoutOpenat2(t *testing.T) {
 		t.Fatal("openat2 tried again after it turned out missing")
 	}
 }
+
+// TestFastPutEntryIsWhatIsOnDisk: the index entry of a file put on the fast
+// path records the mode and mtime on disk, not the requested ones: under a
+// umask that takes the exec bits away, a rescan finds nothing changed.
+func TestFastPutEntryIsWhatIsOnDisk(t *testing.T) {
+	root := t.TempDir()
+	tr, err := openTree(root, false, testLogger(t))
+	must(t, err)
+	defer tr.close()
+	if tr.rootfd < 0 {
+		t.Skip("no fast path here")
+	}
+	old := unix.Umask(0o177)
+	defer unix.Umask(old)
+	data := []byte("#!/bin/sh\n")
+	e := Entry{Kind: KindFile, Exec: true, Size: int64(len(data)), Hash: newHasherSum(data), MTime: 1_700_000_000_123_456_789}
+	pf, err := tr.beginPut("run.sh", e, Entry{})
+	must(t, err)
+	must(t, pf.write(data))
+	got, err := pf.commit()
+	must(t, err)
+	unix.Umask(old)
+	if pf.ff == nil {
+		t.Fatal("the fast path was not taken")
+	}
+	fi, err := os.Lstat(filepath.Join(root, "run.sh"))
+	must(t, err)
+	if got.Exec != (fi.Mode()&0o111 != 0) || got.MTime != fi.ModTime().UnixNano() || got.Size != fi.Size() {
+		t.Fatalf("entry %+v, on disk mode %v mtime %d", got, fi.Mode(), fi.ModTime().UnixNano())
+	}
+	changed, err := tr.scanAll(false, nil)
+	must(t, err)
+	if len(changed) != 0 {
+		t.Fatalf("a rescan after the put found changes: %+v", changed)
+	}
+}
