@@ -109,6 +109,9 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 		select {
 		case err = <-errc:
 			cancel()
+			for _, t := range s.trees {
+				t.stopped.Store(true) // a scan under way ends early
+			}
 			wg.Wait() // the reader and the sender are done: nothing changes the index any more
 			s.stopWatchers()
 			s.saveAll()
@@ -556,6 +559,13 @@ func (s *server) startFolder(i int) {
 	}
 	s.order.Lock()
 	changed, err := t.scanAll(first, onDir)
+	if errors.Is(err, errStopped) {
+		s.order.Unlock()
+		if w != nil {
+			w.close()
+		}
+		return
+	}
 	if err != nil {
 		t.log.Warn("scan", "err", err)
 	}

@@ -49,11 +49,30 @@ func saveIndex(file, root, id string, maps ...map[string]Entry) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err
 	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, e.b, 0o600); err != nil {
+	return writeFileAtomic(file, e.b)
+}
+
+// writeFileAtomic writes file (0600) through a temporary file of a unique
+// name in the same folder, renamed over it: two sessions on the same state
+// folder (one ending while the next starts) never write the same
+// temporary file.
+func writeFileAtomic(file string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, file)
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
 }
 
 // loadIndex reads what saveIndex wrote (maps and state ID). A missing file
@@ -137,11 +156,7 @@ func saveRules(file string, rules []ruleFile) error {
 		e.str(r.Content)
 	}
 	e.b = binary.LittleEndian.AppendUint64(e.b, xxhash.Sum64(e.b))
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, e.b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, file)
+	return writeFileAtomic(file, e.b)
 }
 
 // loadRules reads what saveRules wrote; any damage is an error (the session

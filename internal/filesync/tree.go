@@ -47,12 +47,16 @@ type tree struct {
 	// Set only by scanAll, under mu, for the length of its walk.
 	onDir  func(rel string)
 	noFast atomic.Bool // the fast path turned out unavailable
+	// stopped ends walks early (the session is ending: its teardown waits
+	// for the reader, which may be in a whole scan).
+	stopped atomic.Bool
 }
 
 var (
 	errChanged  = errors.New("changed on this side since the decision")
 	errNotEmpty = errors.New("directory not empty")
 	errIgnored  = errors.New("ignored on this side")
+	errStopped  = errors.New("scan stopped: the session is ending")
 	// errVanished: a folder above the path vanished (or became a file) on
 	// this side since the decision, a normal race with a local delete. It is
 	// a change like any other: the side that saw it rescans the path's
@@ -223,6 +227,11 @@ func (t *tree) scanAll(clean bool, onDir func(rel string)) ([]item, error) {
 	seen := make(map[string]struct{}, len(t.idx))
 	var changed []item
 	err := t.walk("", clean, seen, &changed)
+	if t.stopped.Load() {
+		// Not all was seen: what was not is kept as it was, not taken
+		// for removed.
+		return changed, errStopped
+	}
 	for p := range t.idx {
 		if _, ok := seen[p]; !ok {
 			delete(t.idx, p)
@@ -234,6 +243,9 @@ func (t *tree) scanAll(clean bool, onDir func(rel string)) ([]item, error) {
 
 // walk scans folder dir ("" = root) recursively. Callers hold mu.
 func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[]item) error {
+	if t.stopped.Load() {
+		return errStopped
+	}
 	if t.onDir != nil {
 		t.onDir(dir)
 	}
