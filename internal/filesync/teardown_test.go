@@ -87,3 +87,23 @@ func TestSaveIndexConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// TestParentBecameAFileIsAChange: a folder above a received path that is a
+// file on this side is a change (errVanished: rescanned and reconciled
+// again), never an error reported in the status.
+func TestParentBecameAFileIsAChange(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, "a", "a file, not a folder")
+	tr, err := openTree(root, false, testLogger(t))
+	must(t, err)
+	defer tr.close()
+	data := []byte("x")
+	e := Entry{Kind: KindFile, Size: 1, Hash: newHasherSum(data)}
+	_, err = tr.beginPut("a/b", e, Entry{})
+	if !errors.Is(err, errVanished) {
+		t.Fatalf("put below a file: %v, want errVanished", err)
+	}
+	if !strings.Contains(err.Error(), "a is a file on this side") {
+		t.Fatalf("error does not say what is in the way: %v", err)
+	}
+}

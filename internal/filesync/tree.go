@@ -455,7 +455,8 @@ func (t *tree) parents(p string) error {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			return fmt.Errorf("%w: %s is a symlink on this side", errEscape, d)
 		case !fi.IsDir():
-			return fmt.Errorf("%s is a %s on this side, not a folder", d, kindOf(fi))
+			// it became a file since the decision: a change, reconciled again
+			return fmt.Errorf("%s is a %s on this side, not a folder: %w", d, kindOf(fi), errVanished)
 		}
 	}
 	return nil
