@@ -731,16 +731,7 @@ func (c *Client) handle(ev any) {
 				c.sendRules(f) // the agent rescans with them and resends its index
 			}
 		}
-		for _, it := range changed {
-			f.log.Debug("local entry", "path", it.Path, "e", descE(it.E))
-			f.markDirty(it.Path)
-			if it.E.Kind == KindDir && f.w != nil {
-				f.w.add(it.Path)
-			}
-		}
-		if len(changed) > 0 {
-			f.changed = true
-		}
+		c.localChanged(f, changed)
 	}
 }
 
@@ -748,6 +739,12 @@ func (c *Client) handle(ev any) {
 // many paths changed.
 func (c *Client) rescanLocal(f *cfolder, paths []string) int {
 	changed, _ := f.t.scanPaths(paths)
+	return c.localChanged(f, changed)
+}
+
+// localChanged queues what a local scan found changed (and watches new
+// folders); it returns how many paths changed.
+func (c *Client) localChanged(f *cfolder, changed []item) int {
 	for _, it := range changed {
 		f.log.Debug("local entry", "path", it.Path, "e", descE(it.E))
 		f.markDirty(it.Path)

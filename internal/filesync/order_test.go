@@ -2,7 +2,6 @@ package filesync
 
 import (
 	"context"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -43,8 +42,13 @@ func TestRescanEntriesNeverOvertakeAResult(t *testing.T) {
 		must(t, out.fw.flush())
 	}
 	next := func() any {
+		t.Helper()
+		// a missing message fails the test instead of hanging it
+		must(t, a.SetReadDeadline(time.Now().Add(10*time.Second)))
 		typ, body, err := fr.next()
-		must(t, err)
+		if err != nil {
+			t.Fatalf("reading the agent's next message: %v", err)
+		}
 		m, err := decodeMsg(typ, body)
 		must(t, err)
 		return m
@@ -205,7 +209,6 @@ func TestSenderFlushesEverything(t *testing.T) {
 			}
 		}
 	}
-	_ = io.EOF
 }
 
 // TestRulesChangedBetweenSessions: the rules sent before the scan are the
