@@ -333,6 +333,9 @@ func (s *server) rescanLocked(i int, paths []string) {
 	if paths == nil {
 		var err error
 		changed, err = t.scanAll(false, nil)
+		if errors.Is(err, errStopped) {
+			return // the session is ending
+		}
 		if err != nil {
 			t.log.Warn("rescan", "err", err)
 		}

@@ -276,6 +276,9 @@ func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[
 	}
 	var firstErr error
 	for _, de := range ents {
+		if t.stopped.Load() {
+			return errStopped
+		}
 		n := de.Name()
 		p := join(dir, n)
 		if strings.HasPrefix(n, tmpPrefix) {
