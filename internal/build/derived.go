@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -52,7 +51,7 @@ func DerivedImage(ctx context.Context, base, repo string, folders []HostFolder) 
 	if err != nil {
 		return "", err
 	}
-	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	ropts := registryOptions(ctx) // credential helpers and registry answers have deadlines
 	img, err := remote.Image(baseRef, ropts...)
 	if err != nil {
 		return "", fmt.Errorf("reading the base image %s: %w", base, err)
