@@ -134,7 +134,7 @@ func writeFoldersTar(w io.Writer, folders []HostFolder) error {
 			return err
 		}
 		err := walkContext(f.Source, nil, func(rel, abs string, de fs.DirEntry) error {
-			hdr, err := entryHeader(abs, de)
+			hdr, info, err := entryHeader(abs, de)
 			if hdr == nil || err != nil {
 				return err
 			}
@@ -146,7 +146,7 @@ func writeFoldersTar(w io.Writer, folders []HostFolder) error {
 				seen[hdr.Name] = true
 				hdr.Name += "/"
 			}
-			return addToTar(tw, hdr, abs)
+			return addToTar(tw, hdr, abs, info)
 		})
 		if err != nil {
 			return err
