@@ -19,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/pkg/apis/clientauthentication"
 	"k8s.io/client-go/pkg/apis/clientauthentication/install"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/transport/websocket"
 )
 
 // Credential plugins (kubeconfig users[].user.exec: aws, gke-gcloud-auth-plugin, kubelogin, ...)
@@ -325,8 +327,8 @@ func (c *capped) Write(b []byte) (int, error) {
 // when the plugin answers with a client certificate, sends them through a copy of the base
 // transport whose TLS handshakes present the plugin's current certificate (asked for again, with
 // the handshake's context, once it has expired: the way client-go's exec authenticator does it
-// through transport.Config's GetCert). Streaming upgrades (exec, port-forward over SPDY) get the
-// certificate callback on their own TLS configuration.
+// through transport.Config's GetCert). Streaming upgrades (exec, port-forward over WebSocket or
+// SPDY) get the certificate callback on their own TLS configuration.
 type credentialRoundTripper struct {
 	p    *credentialPlugin
 	base http.RoundTripper
@@ -387,12 +389,27 @@ func (rt *credentialRoundTripper) certTransport(cert *tls.Certificate) (http.Rou
 	if rt.certRT == nil {
 		switch b := rt.base.(type) {
 		case *http.Transport:
+			// A copy with its own connections: Clone keeps TLSNextProto, whose HTTP/2 entry
+			// (x/net/http2, set by client-go) pools connections in the original transport, so
+			// connections made with the certificate would serve requests of other clients
+			// sharing client-go's cached transport (seen: a token client became the certificate's
+			// user). HTTP/2 is configured again on the copy.
 			t := b.Clone()
+			t.TLSNextProto = nil
 			if t.TLSClientConfig == nil {
 				t.TLSClientConfig = &tls.Config{}
 			}
 			t.TLSClientConfig.GetClientCertificate = rt.clientCertificate
-			rt.certRT = t
+			rt.certRT = utilnet.SetTransportDefaults(t)
+		case *websocket.RoundTripper:
+			// client-go's WebSocket upgrader (exec, attach, port-forward): its own TLS configuration.
+			if b.TLSConfig == nil {
+				b.TLSConfig = &tls.Config{}
+			}
+			if b.TLSConfig.GetClientCertificate == nil && len(b.TLSConfig.Certificates) == 0 {
+				b.TLSConfig.GetClientCertificate = rt.clientCertificate
+			}
+			rt.certRT = rt.base
 		case interface{ TLSClientConfig() *tls.Config }:
 			// client-go's SPDY upgrader: its TLS configuration is its own (made for it by
 			// rest.TLSConfigFor), so the callback is set on it in place.

@@ -121,7 +121,9 @@ func TestCredentialPluginCertificate(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"kind":"NamespaceList","apiVersion":"v1","items":[]}`))
 	}))
-	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.pool}
+	// Certificates optional (a token client shares the server), HTTP/2 as an API server.
+	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool}
+	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
@@ -185,6 +187,34 @@ func TestCredentialPluginCertificate(t *testing.T) {
 		defer mu.Unlock()
 		if len(seen) != 2 || seen[0] != "bob|" || seen[1] != "carol|" {
 			t.Fatalf("requests seen as %q, want bob then carol", seen)
+		}
+	})
+	t.Run("connections not shared with a token client", func(t *testing.T) {
+		// Both clients get client-go's cached transport (same server and CA); the certificate's
+		// HTTP/2 connection must not carry the token client's requests.
+		reset()
+		writeAnswer(t, "erin", 6, false)
+		list(t, newClient(t))
+		tokenPlugin := filepath.Join(dir, "token-plugin")
+		if err := os.WriteFile(tokenPlugin, []byte("#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"tok\"}}'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
+			ExecProvider: &clientcmdapi.ExecConfig{APIVersion: "client.authentication.k8s.io/v1", Command: tokenPlugin,
+				InteractiveMode: clientcmdapi.NeverExecInteractiveMode}}
+		if err := BoundCredentialPlugin(cfg, "other", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list(t, cs)
+		list(t, cs)
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.Join(seen, ",") != "erin|,|Bearer tok,|Bearer tok" {
+			t.Fatalf("requests seen as %q: the token client used the certificate's connection", seen)
 		}
 	})
 	t.Run("a certificate without its key", func(t *testing.T) {
