@@ -155,9 +155,9 @@ func solveOptions(req Request, spec solveSpec) (client.SolveOpt, error) {
 		LocalMounts:         map[string]fsutil.FS{"context": ctxFS, "dockerfile": dfFS},
 		Exports:             []client.ExportEntry{{Type: spec.exporter, Attrs: exportAttrs}},
 		AllowedEntitlements: spec.entitlements,
-		Session: []session.Attachable{authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{
+		Session: []session.Attachable{boundAuthProvider(authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{
 			ConfigFile: dockerconfig.LoadDefaultConfigFile(io.Discard),
-		})},
+		}))},
 	}
 	if len(req.Secrets) > 0 {
 		srcs := make([]secretsprovider.Source, 0, len(req.Secrets))

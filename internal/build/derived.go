@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -52,7 +51,7 @@ func DerivedImage(ctx context.Context, base, repo string, folders []HostFolder) 
 	if err != nil {
 		return "", err
 	}
-	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	ropts := registryOptions(ctx) // credential helpers and registry answers have deadlines
 	img, err := remote.Image(baseRef, ropts...)
 	if err != nil {
 		return "", fmt.Errorf("reading the base image %s: %w", base, err)
@@ -135,7 +134,7 @@ func writeFoldersTar(w io.Writer, folders []HostFolder) error {
 			return err
 		}
 		err := walkContext(f.Source, nil, func(rel, abs string, de fs.DirEntry) error {
-			hdr, err := entryHeader(abs, de)
+			hdr, info, err := entryHeader(abs, de)
 			if hdr == nil || err != nil {
 				return err
 			}
@@ -147,7 +146,7 @@ func writeFoldersTar(w io.Writer, folders []HostFolder) error {
 				seen[hdr.Name] = true
 				hdr.Name += "/"
 			}
-			return addToTar(tw, hdr, abs)
+			return addToTar(tw, hdr, abs, info)
 		})
 		if err != nil {
 			return err

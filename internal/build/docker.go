@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/devtool/devtool/internal/safefile"
 	"github.com/docker/docker/api/types"
 	dockerbuild "github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
@@ -399,7 +400,7 @@ func writeContextTar(w io.Writer, dir string, patterns []string, dockerfile, dfN
 	tw := tar.NewWriter(w)
 	sawDockerfile := false
 	err := walkContext(dir, patterns, func(rel, abs string, de fs.DirEntry) error {
-		hdr, err := entryHeader(abs, de)
+		hdr, info, err := entryHeader(abs, de)
 		if hdr == nil || err != nil {
 			return err
 		}
@@ -410,13 +411,19 @@ func writeContextTar(w io.Writer, dir string, patterns []string, dockerfile, dfN
 		if rel == dfName {
 			sawDockerfile = true
 		}
-		return addToTar(tw, hdr, abs)
+		return addToTar(tw, hdr, abs, info)
 	})
 	if err != nil {
 		return err
 	}
 	if !sawDockerfile {
-		info, err := os.Stat(dockerfile)
+		// The Dockerfile may be outside the context (and a link to one): opened, not walked.
+		f, err := safefile.Open(dockerfile)
+		if err != nil {
+			return err
+		}
+		info, err := f.Stat()
+		f.Close()
 		if err != nil {
 			return err
 		}
@@ -428,7 +435,7 @@ func writeContextTar(w io.Writer, dir string, patterns []string, dockerfile, dfN
 		if dir := path.Dir(dfName); dir != "." {
 			hdr.Name = dfName // parent folders are implicit in a build context tar
 		}
-		if err := addToTar(tw, hdr, dockerfile); err != nil {
+		if err := addToTar(tw, hdr, dockerfile, info); err != nil {
 			return err
 		}
 	}
@@ -436,42 +443,55 @@ func writeContextTar(w io.Writer, dir string, patterns []string, dockerfile, dfN
 }
 
 // entryHeader makes the tar header of a walked file, folder or symbolic link at abs, owned by
-// root and without a name (the caller sets it). It returns nil and no error for what a tar of
-// files does not hold (sockets, pipes, devices), which the caller skips.
-func entryHeader(abs string, de fs.DirEntry) (*tar.Header, error) {
+// root and without a name (the caller sets it), and returns the walk's information about it
+// (not following links: a symbolic link in a build context is sent as a link, as Docker does).
+// It returns nil and no error for what a tar of files does not hold (sockets, pipes, devices),
+// which the caller skips.
+func entryHeader(abs string, de fs.DirEntry) (*tar.Header, fs.FileInfo, error) {
 	info, err := de.Info()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	link := ""
 	if info.Mode()&fs.ModeSymlink != 0 {
 		if link, err = os.Readlink(abs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else if !info.Mode().IsRegular() && !info.IsDir() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	hdr, err := tar.FileInfoHeader(info, link)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-	return hdr, nil
+	return hdr, info, nil
 }
 
-func addToTar(tw *tar.Writer, hdr *tar.Header, abs string) error {
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
+// addToTar writes hdr and, for a regular file, the content of abs. The file is opened through
+// safefile (never blocking on a FIFO or device) and must still be the file the walk saw (want,
+// same size): one replaced meanwhile, by a FIFO, a device or a link to a file elsewhere, is an
+// error, not followed or waited for.
+func addToTar(tw *tar.Writer, hdr *tar.Header, abs string, want fs.FileInfo) error {
 	if hdr.Typeflag != tar.TypeReg {
-		return nil
+		return tw.WriteHeader(hdr)
 	}
-	f, err := os.Open(abs)
+	f, err := safefile.Open(abs)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	n, err := io.Copy(tw, f)
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if (want != nil && !os.SameFile(want, st)) || st.Size() != hdr.Size {
+		return errors.New("file changed while reading: " + abs)
+	}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	n, err := io.Copy(tw, io.LimitReader(f, hdr.Size))
 	if err == nil && n != hdr.Size {
 		err = errors.New("file changed while reading: " + abs)
 	}

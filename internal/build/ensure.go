@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -174,7 +173,7 @@ func remoteExists(ctx context.Context, ref string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, err = remote.Head(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	_, err = remote.Head(r, registryOptions(ctx)...)
 	if err == nil {
 		return true, nil
 	}

@@ -32,6 +32,8 @@ type Project struct {
 	// new name ("db-data"), keyed "service:<name>" or "volume:<name>", so callers holding names
 	// as written (deploy.compose services of a devtool.yml) can find them. nil when none.
 	Renamed map[string]string
+
+	index *projectIndex // name lookups (index.go)
 }
 
 // ServiceNamed looks a service up by its name as written in the file, before any conversion
@@ -43,24 +45,18 @@ func (p *Project) ServiceNamed(written string) *Service {
 	return p.Service(written)
 }
 
-// Service looks a service up by name.
+// Service looks a service up by name (O(1): see index.go).
 func (p *Project) Service(name string) *Service {
-	for _, s := range p.Services {
-		if s.Name == name {
-			return s
-		}
-	}
-	return nil
+	indexMu.Lock()
+	defer indexMu.Unlock()
+	return lookup(&p.indexes().services, p.Services, func(s *Service) string { return s.Name }, name)
 }
 
-// Volume looks a top-level volume up by name.
+// Volume looks a top-level volume up by name (O(1): see index.go).
 func (p *Project) Volume(name string) *Volume {
-	for _, v := range p.Volumes {
-		if v.Name == name {
-			return v
-		}
-	}
-	return nil
+	indexMu.Lock()
+	defer indexMu.Unlock()
+	return lookup(&p.indexes().volumes, p.Volumes, func(v *Volume) string { return v.Name }, name)
 }
 
 // Service is one Compose service.

@@ -177,6 +177,7 @@ func (l *loader) applyRenames(p *Project) {
 	for _, v := range p.Volumes {
 		v.Name = final("volume", v.Name)
 	}
+	p.InvalidateIndex() // names changed in place
 	for _, ep := range p.Endpoints {
 		for i := range ep.Rules {
 			ep.Rules[i].Service = final("service", ep.Rules[i].Service)

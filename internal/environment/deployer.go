@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -389,20 +388,17 @@ func (d *Deployer) deployDependency(ctx context.Context, dep *manifest.Dependenc
 	}
 	defer os.RemoveAll(tmp)
 	dir := filepath.Join(tmp, name)
-	args := []string{"clone", "--depth", "1"}
+	args := []string{"clone", "--progress", "--depth", "1"}
 	if dep.Branch != "" {
 		args = append(args, "--branch", dep.Branch)
 	}
 	args = append(args, "--", repo, dir)
 	d.Progress(fmt.Sprintf("Cloning dependency %s from %s", name, dep.Repository))
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Env = deploy.EnvList(d.Environ)
-	cmd.WaitDelay = time.Second
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if err := runClone(ctx, deploy.EnvList(d.Environ), args...); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("git clone %s: %v\n%s", dep.Repository, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("git clone %s: %w", dep.Repository, err)
 	}
 	manifestFile := dep.Manifest
 	var files []string

@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/pkg/apis/clientauthentication"
 	"k8s.io/client-go/pkg/apis/clientauthentication/install"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/transport/websocket"
 )
 
 // Credential plugins (kubeconfig users[].user.exec: aws, gke-gcloud-auth-plugin, kubelogin, ...)
@@ -34,8 +37,7 @@ import (
 
 // CredentialPluginTimeoutEnv names the environment variable that sets how long devtool waits for
 // a kubeconfig credential plugin: a Go duration ("45s", "2m"). "0" hands the plugin back to
-// client-go, which waits for it without a deadline (the way out for plugins that answer with a
-// client certificate, which devtool's runner does not handle).
+// client-go, which waits for it without a deadline.
 const CredentialPluginTimeoutEnv = "DEVTOOL_CREDENTIAL_PLUGIN_TIMEOUT"
 
 // DefaultCredentialPluginTimeout is the deadline of a credential plugin that needs no person.
@@ -125,42 +127,50 @@ type credentialPlugin struct {
 	environ func() []string
 	isTerm  func() bool
 
-	sem   chan struct{} // one run at a time; waiting for it honours the request's context
-	mu    sync.Mutex
-	token string
-	exp   time.Time
+	sem  chan struct{} // one run at a time; waiting for it honours the request's context
+	mu   sync.Mutex
+	cred credential
+	exp  time.Time
 }
 
-// get returns the cached token, or runs the plugin for a new one.
-func (p *credentialPlugin) get(ctx context.Context) (string, error) {
+// credential is a plugin's answer: a bearer token, or a client certificate (with its key).
+type credential struct {
+	token string
+	cert  *tls.Certificate
+}
+
+func (c credential) empty() bool { return c.token == "" && c.cert == nil }
+
+// get returns the cached credential, or runs the plugin for a new one.
+func (p *credentialPlugin) get(ctx context.Context) (credential, error) {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():
-		return "", fmt.Errorf("waiting for the kubeconfig credential plugin %q (user %q): %w", pluginName(p.conf.Command), p.user, ctx.Err())
+		return credential{}, fmt.Errorf("waiting for the kubeconfig credential plugin %q (user %q): %w", pluginName(p.conf.Command), p.user, ctx.Err())
 	}
 	defer func() { <-p.sem }()
 	p.mu.Lock()
-	tok, exp := p.token, p.exp
+	cred, exp := p.cred, p.exp
 	p.mu.Unlock()
-	if tok != "" && (exp.IsZero() || time.Now().Before(exp)) {
-		return tok, nil
+	if !cred.empty() && (exp.IsZero() || time.Now().Before(exp)) {
+		return cred, nil
 	}
-	tok, exp, err := p.run(ctx)
+	cred, exp, err := p.run(ctx)
 	if err != nil {
-		return "", err
+		return credential{}, err
 	}
 	p.mu.Lock()
-	p.token, p.exp = tok, exp
+	p.cred, p.exp = cred, exp
 	p.mu.Unlock()
-	return tok, nil
+	return cred, nil
 }
 
-// invalidate forgets tok after the API server refused it (unless it was replaced already).
-func (p *credentialPlugin) invalidate(tok string) {
+// invalidate forgets cred after the API server refused it (unless it was replaced already).
+func (p *credentialPlugin) invalidate(cred credential) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.token == tok {
-		p.token, p.exp = "", time.Time{}
+	if p.cred == cred {
+		p.cred, p.exp = credential{}, time.Time{}
 	}
 }
 
@@ -192,10 +202,10 @@ func (p *credentialPlugin) interactive() (bool, error) {
 }
 
 // run starts the plugin and decodes its answer, within the deadline and ctx.
-func (p *credentialPlugin) run(ctx context.Context) (string, time.Time, error) {
+func (p *credentialPlugin) run(ctx context.Context) (credential, time.Time, error) {
 	name := pluginName(p.conf.Command)
-	fail := func(format string, args ...any) (string, time.Time, error) {
-		return "", time.Time{}, fmt.Errorf("the kubeconfig credential plugin %q (user %q): %s", name, p.user, fmt.Sprintf(format, args...))
+	fail := func(format string, args ...any) (credential, time.Time, error) {
+		return credential{}, time.Time{}, fmt.Errorf("the kubeconfig credential plugin %q (user %q): %s", name, p.user, fmt.Sprintf(format, args...))
 	}
 	interactive, err := p.interactive()
 	if err != nil {
@@ -247,9 +257,9 @@ func (p *credentialPlugin) run(ctx context.Context) (string, time.Time, error) {
 	err = cmd.Run()
 	switch {
 	case err != nil && ctx.Err() != nil: // the command was interrupted: no message about the plugin's fault
-		return "", time.Time{}, fmt.Errorf("waiting for the kubeconfig credential plugin %q (user %q): %w", name, p.user, ctx.Err())
+		return credential{}, time.Time{}, fmt.Errorf("waiting for the kubeconfig credential plugin %q (user %q): %w", name, p.user, ctx.Err())
 	case err != nil && rctx.Err() != nil:
-		return "", time.Time{}, fmt.Errorf("waiting for the kubeconfig credential plugin %q (user %q) for %v: it did not answer "+
+		return credential{}, time.Time{}, fmt.Errorf("waiting for the kubeconfig credential plugin %q (user %q) for %v: it did not answer "+
 			"(set %s to wait longer): %w", name, p.user, timeout, CredentialPluginTimeoutEnv, rctx.Err())
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 		msg := fmt.Sprintf("%s not found", p.conf.Command)
@@ -271,20 +281,30 @@ func (p *credentialPlugin) run(ctx context.Context) (string, time.Time, error) {
 		return fail("configured for API version %s, it answered with %s", p.group, schema.GroupVersion{Group: gvk.Group, Version: gvk.Version})
 	}
 	st := out.Status
+	var got credential
 	switch {
 	case st == nil:
 		return fail("its answer has no status field")
 	case st.ClientCertificateData != "" || st.ClientKeyData != "":
-		return fail("it answered with a client certificate, which devtool's runner of credential plugins does not handle: "+
-			"set %s=0 to let client-go run the plugin (without a deadline)", CredentialPluginTimeoutEnv)
+		// As client-go: both or neither; a certificate wins over a token.
+		if st.ClientCertificateData == "" || st.ClientKeyData == "" {
+			return fail("its answer holds a client certificate without its key, or a key without its certificate")
+		}
+		cert, err := tls.X509KeyPair([]byte(st.ClientCertificateData), []byte(st.ClientKeyData))
+		if err != nil {
+			return fail("its client certificate and key: %v", err) // the error quotes neither
+		}
+		got.cert = &cert
 	case st.Token == "":
 		return fail("its answer holds no token")
+	default:
+		got.token = st.Token
 	}
 	var exp time.Time
 	if st.ExpirationTimestamp != nil {
 		exp = st.ExpirationTimestamp.Time
 	}
-	return st.Token, exp, nil
+	return got, exp, nil
 }
 
 // capped keeps at most max bytes and notes that there were more.
@@ -303,10 +323,19 @@ func (c *capped) Write(b []byte) (int, error) {
 	return c.buf.Write(b)
 }
 
-// credentialRoundTripper puts the plugin's token on requests that carry no Authorization.
+// credentialRoundTripper puts the plugin's token on requests that carry no Authorization, or,
+// when the plugin answers with a client certificate, sends them through a copy of the base
+// transport whose TLS handshakes present the plugin's current certificate (asked for again, with
+// the handshake's context, once it has expired: the way client-go's exec authenticator does it
+// through transport.Config's GetCert). Streaming upgrades (exec, port-forward over WebSocket or
+// SPDY) get the certificate callback on their own TLS configuration.
 type credentialRoundTripper struct {
 	p    *credentialPlugin
 	base http.RoundTripper
+
+	mu       sync.Mutex
+	certRT   http.RoundTripper // base presenting the plugin's certificate; built once
+	lastCert *tls.Certificate
 }
 
 func (rt *credentialRoundTripper) WrappedRoundTripper() http.RoundTripper { return rt.base }
@@ -315,15 +344,94 @@ func (rt *credentialRoundTripper) RoundTrip(req *http.Request) (*http.Response, 
 	if req.Header.Get("Authorization") != "" {
 		return rt.base.RoundTrip(req)
 	}
-	tok, err := rt.p.get(req.Context())
+	cred, err := rt.p.get(req.Context())
 	if err != nil {
 		return nil, err
 	}
+	if cred.cert != nil {
+		crt, err := rt.certTransport(cred.cert)
+		if err != nil {
+			return nil, err
+		}
+		res, err := crt.RoundTrip(req)
+		if err == nil && res.StatusCode == http.StatusUnauthorized {
+			rt.p.invalidate(cred)
+		}
+		return res, err
+	}
 	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Authorization", "Bearer "+cred.token)
 	res, err := rt.base.RoundTrip(req)
 	if err == nil && res.StatusCode == http.StatusUnauthorized {
-		rt.p.invalidate(tok) // the next request runs the plugin again
+		rt.p.invalidate(cred) // the next request runs the plugin again
 	}
 	return res, err
+}
+
+// clientCertificate is the TLS callback: the plugin's current certificate, running the plugin
+// again (within the handshake's context and the plugin's deadline) when it has expired.
+func (rt *credentialRoundTripper) clientCertificate(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	cred, err := rt.p.get(cri.Context())
+	if err != nil {
+		return nil, err
+	}
+	if cred.cert == nil {
+		return &tls.Certificate{}, nil // the plugin switched to a token: no certificate
+	}
+	return cred.cert, nil
+}
+
+// certTransport returns the base transport presenting the plugin's certificate. When the
+// certificate changed since the last request, idle connections (made with the old one) are closed.
+func (rt *credentialRoundTripper) certTransport(cert *tls.Certificate) (http.RoundTripper, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.certRT == nil {
+		switch b := rt.base.(type) {
+		case *http.Transport:
+			// A copy with its own connections: Clone keeps TLSNextProto, whose HTTP/2 entry
+			// (x/net/http2, set by client-go) pools connections in the original transport, so
+			// connections made with the certificate would serve requests of other clients
+			// sharing client-go's cached transport (seen: a token client became the certificate's
+			// user). HTTP/2 is configured again on the copy.
+			t := b.Clone()
+			t.TLSNextProto = nil
+			if t.TLSClientConfig == nil {
+				t.TLSClientConfig = &tls.Config{}
+			}
+			t.TLSClientConfig.GetClientCertificate = rt.clientCertificate
+			rt.certRT = utilnet.SetTransportDefaults(t)
+		case *websocket.RoundTripper:
+			// client-go's WebSocket upgrader (exec, attach, port-forward): its own TLS configuration.
+			if b.TLSConfig == nil {
+				b.TLSConfig = &tls.Config{}
+			}
+			if b.TLSConfig.GetClientCertificate == nil && len(b.TLSConfig.Certificates) == 0 {
+				b.TLSConfig.GetClientCertificate = rt.clientCertificate
+			}
+			rt.certRT = rt.base
+		case interface{ TLSClientConfig() *tls.Config }:
+			// client-go's SPDY upgrader: its TLS configuration is its own (made for it by
+			// rest.TLSConfigFor), so the callback is set on it in place.
+			c := b.TLSClientConfig()
+			if c == nil {
+				return nil, fmt.Errorf("the kubeconfig credential plugin %q (user %q) answered with a client certificate, "+
+					"which this connection (%T) cannot present: set %s=0 to let client-go run the plugin", pluginName(rt.p.conf.Command), rt.p.user, rt.base, CredentialPluginTimeoutEnv)
+			}
+			if c.GetClientCertificate == nil && len(c.Certificates) == 0 {
+				c.GetClientCertificate = rt.clientCertificate
+			}
+			rt.certRT = rt.base
+		default:
+			return nil, fmt.Errorf("the kubeconfig credential plugin %q (user %q) answered with a client certificate, "+
+				"which this connection (%T) cannot present: set %s=0 to let client-go run the plugin", pluginName(rt.p.conf.Command), rt.p.user, rt.base, CredentialPluginTimeoutEnv)
+		}
+	}
+	if rt.lastCert != nil && rt.lastCert != cert {
+		if c, ok := rt.certRT.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
+	}
+	rt.lastCert = cert
+	return rt.certRT, nil
 }
