@@ -25,7 +25,7 @@ func (d *Deployer) dryRunManifest(ctx context.Context) (*DeployResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	branch, commit := deploy.GitInfo(m.Dir)
+	branch, commit := deploy.GitInfo(ctx, m.Dir)
 	env := deploy.CommandEnv{DotEnv: m.DotEnv, Vars: d.Vars, Namespace: t.Namespace, Context: t.ContextName,
 		Name: name, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
 		BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images}
