@@ -159,7 +159,7 @@ func TestPlannedImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag, err := build.ContentTag(build.Request{Context: filepath.Join(dir, "web")})
+	tag, err := build.ContentTagContext(context.Background(), build.Request{Context: filepath.Join(dir, "web")})
 	if err != nil {
 		t.Fatal(err)
 	}
