@@ -13,8 +13,10 @@ import (
 
 // dryRunManifest shows what deployManifest would do: the build section's image names, the
 // dependencies, the commands with their variables (secrets masked) and the objects of the
-// compose and endpoints parts. It takes no lock, builds nothing, runs no command and writes
-// nothing; it reads the cluster only to tell dependencies already deployed, when it has one.
+// compose and endpoints parts. It takes no lock, builds nothing, runs no deploy command and writes
+// nothing; the only program it starts is git rev-parse (read-only, for DEVTOOL_GIT_*), and it
+// reads the cluster only to tell dependencies already deployed, when it has one. Values from the
+// shell's environment are never shown (see manifest.DryRunPlan.Expand).
 func (d *Deployer) dryRunManifest(ctx context.Context) (*DeployResult, error) {
 	m, t, name := d.Env.Manifest, d.Target, d.Env.Name
 	images, problems := PlannedImages(ctx, m, t.Registry, t.Namespace, name)
