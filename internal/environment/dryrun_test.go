@@ -308,10 +308,11 @@ func TestDryRunVariableSources(t *testing.T) {
 	write(t, filepath.Join(dir, "devtool.yml"), `name: shop
 deploy:
   - ./run --a $FROM_DOTENV --b $DOTENV_OVER_SHELL --c $DOTENV_OVER_VAR --d $SHELL_ONLY --e ${DB_PASS} --f $DATABASE_URL --g $MYSQL_PWD --h $SENTRY_DSN --i $DEVTOOL_NAME --j $SHELL_URL
+  - ls `+dir+`/inner
 `)
 	write(t, filepath.Join(dir, ".env"), "FROM_DOTENV=dotenv-a\nDOTENV_OVER_SHELL=dotenv-b\nDOTENV_OVER_VAR=dotenv-c\nSENTRY_DSN=https://dsnkey1@sentry.example/1\n")
 	environ := map[string]string{"DOTENV_OVER_SHELL": "shell-b", "SHELL_ONLY": "shell-d", "MYSQL_PWD": "shellpw-g",
-		"SHELL_URL": "postgres://u:shellurlpw@db/x", "DEVTOOL_NAME": "shell-name", "HOME": "/home/u"}
+		"SHELL_URL": "postgres://u:shellurlpw@db/x", "DEVTOOL_NAME": "shell-name", "HOME": "/home/u", "PWD": dir}
 	env, err := Load(Options{Dir: dir, Environ: environ})
 	if err != nil {
 		t.Fatal(err)
@@ -339,6 +340,7 @@ deploy:
 		{".env DSN", "  SENTRY_DSN=******", "dsnkey1"},
 		{"DEVTOOL_* over the shell", "--i shop", "shell-name"},
 		{"shell not listed", "", "HOME="},
+		{"the shell's PWD is a path, not a secret", "would run: ls " + dir + "/inner", ""},
 	} {
 		if c.want != "" && !strings.Contains(lines, c.want) {
 			t.Errorf("%s: plan lacks %q:\n%s", c.source, c.want, lines)

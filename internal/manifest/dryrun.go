@@ -205,11 +205,11 @@ var secretWords = []string{"TOKEN", "PASS", "PWD", "SECRET", "KEY", "CREDENTIAL"
 
 // IsSecretName tells a variable whose value a dry run masks: names with TOKEN, PASS (PASSWORD,
 // PASSWD), PWD, SECRET, KEY, CREDENTIAL, AUTH, DSN, PRIVATE, CERT, SESSION or COOKIE in them, in
-// any case. KUBECONFIG and deploy's own DEVTOOL_* variables (names, images, branches) are not.
-// It is the one rule every dry run masks by.
+// any case. KUBECONFIG, the shell's PWD and OLDPWD (paths) and deploy's own DEVTOOL_* variables
+// (names, images, branches) are not. It is the one rule every dry run masks by.
 func IsSecretName(name string) bool {
 	u := strings.ToUpper(name)
-	if u == "KUBECONFIG" || strings.HasPrefix(u, "DEVTOOL_") {
+	if u == "KUBECONFIG" || u == "PWD" || u == "OLDPWD" || strings.HasPrefix(u, "DEVTOOL_") {
 		return false
 	}
 	for _, w := range secretWords {

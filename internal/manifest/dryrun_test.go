@@ -125,7 +125,7 @@ func TestIsSecretName(t *testing.T) {
 		"API_TOKEN": true, "DB_PASSWORD": true, "DB_PASSWD": true, "DB_PASS": true, "MYSQL_PWD": true, "AWS_SECRET_ACCESS_KEY": true,
 		"SSH_KEY": true, "GOOGLE_CREDENTIALS": true, "BASIC_AUTH": true, "SENTRY_DSN": true, "PRIVATE_PEM": true,
 		"TLS_CERT": true, "SESSION_ID": true, "COOKIE": true, "api_key": true,
-		"KUBECONFIG": false, "MODE": false, "HOME": false, "DATABASE_URL": false, "DEVTOOL_NAMESPACE": false, "DEVTOOL_BUILD_AUTH_IMAGE": false,
+		"KUBECONFIG": false, "PWD": false, "OLDPWD": false, "MODE": false, "HOME": false, "DATABASE_URL": false, "DEVTOOL_NAMESPACE": false, "DEVTOOL_BUILD_AUTH_IMAGE": false,
 	} {
 		if got := IsSecretName(name); got != want {
 			t.Errorf("IsSecretName(%q) = %v, want %v", name, got, want)
