@@ -28,7 +28,7 @@ func writeFiles(t testing.TB, dir string, files map[string]string) {
 
 func tagOf(t *testing.T, req Request) string {
 	t.Helper()
-	tag, err := ContentTag(req)
+	tag, err := ContentTagContext(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}

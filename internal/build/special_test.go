@@ -13,7 +13,7 @@ import (
 )
 
 // TestSpecialBuildFiles: the Dockerfile, the .dockerignore and build secrets named by the user
-// may be FIFOs, devices or huge; ContentTag and the builders' validate refuse them at once with
+// may be FIFOs, devices or huge; ContentTagContext and the builders' validate refuse them at once with
 // an error naming the file.
 func TestSpecialBuildFiles(t *testing.T) {
 	specials := map[string]func(t *testing.T, p string, cap int64){

@@ -21,16 +21,12 @@ const (
 	MaxIgnoreFileBytes = 4 << 20
 )
 
-// ContentTag computes the content-hash tag of a build: a digest of every file of the context that
-// .dockerignore keeps (path, type, permissions, content), the Dockerfile, the target, the build args
-// and the secret ids (not the secrets' content). Two builds with the same tag produce the same image
-// as far as devtool can tell, so a registry that already has the tag needs no build.
-func ContentTag(req Request) (string, error) {
-	return ContentTagContext(context.Background(), req)
-}
-
-// ContentTagContext is ContentTag that stops with ctx's error when ctx ends (between files, and
-// within a large file): hashing a context of gigabytes must not outlive a Ctrl-C.
+// ContentTagContext computes the content-hash tag of a build: a digest of every file of the context
+// that .dockerignore keeps (path, type, permissions, content), the Dockerfile, the target, the build
+// args and the secret ids (not the secrets' content). Two builds with the same tag produce the same
+// image as far as devtool can tell, so a registry that already has the tag needs no build. It stops
+// with ctx's error when ctx ends (between files, and within a large file): hashing a context of
+// gigabytes must not outlive a Ctrl-C.
 func ContentTagContext(ctx context.Context, req Request) (string, error) {
 	dockerfile := req.dockerfilePath()
 	patterns, err := ignorePatterns(req.Context, dockerfile)

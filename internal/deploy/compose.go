@@ -69,7 +69,7 @@ func (d *ComposeDeploy) Run(ctx context.Context) (err error) {
 		}
 	}
 	states := &StateStore{Clientset: cs, Namespace: d.Namespace}
-	st := &State{Name: d.Name, Status: StatusProgressing, Manifest: d.Manifest, ManifestFile: d.ManifestFile}
+	st := &State{Name: d.Name, Status: StatusProgressing, Manifest: d.Manifest, ManifestFile: d.ManifestFile, ComposeObjects: true}
 	if !d.NoState {
 		if err := states.Save(ctx, st); err != nil {
 			return err

@@ -144,10 +144,11 @@ func EnvList(m map[string]string) []string {
 var gitInfoTimeout = 10 * time.Second
 
 // GitInfo returns the branch and commit of the repository dir is in ("" when not a repository,
-// or when git does not answer within gitInfoTimeout).
-func GitInfo(dir string) (branch, commit string) {
+// when git does not answer within gitInfoTimeout, or when ctx ends: Ctrl-C stops it at once). It
+// runs git rev-parse, which only reads.
+func GitInfo(ctx context.Context, dir string) (branch, commit string) {
 	run := func(args ...string) string {
-		ctx, cancel := context.WithTimeout(context.Background(), gitInfoTimeout)
+		ctx, cancel := context.WithTimeout(ctx, gitInfoTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
 		cmd.WaitDelay = time.Second

@@ -57,8 +57,14 @@ func (d *ManifestDeploy) Run(ctx context.Context) (err error) {
 		}
 	}
 	states := &StateStore{Clientset: cs, Namespace: d.Namespace}
+	prev, err := states.Get(ctx, d.Name)
+	if err != nil {
+		return err
+	}
+	prune := PruneAfterManifest(prev, hasObjects(d.Compose))
+	// Until this deploy ends well, the record keeps saying there may be Compose objects to prune.
 	st := &State{Name: d.Name, Status: StatusProgressing, Manifest: string(d.Manifest.Raw), ManifestFile: d.Manifest.File,
-		Branch: d.Env.GitBranch}
+		Branch: d.Env.GitBranch, ComposeObjects: hasObjects(d.Compose) || prune}
 	if err := states.Save(ctx, st); err != nil {
 		return err
 	}
@@ -85,11 +91,30 @@ func (d *ManifestDeploy) Run(ctx context.Context) (err error) {
 	}
 	cd := &ComposeDeploy{Client: d.Client, Namespace: d.Namespace, Name: d.Name, Result: d.Compose,
 		Wait: d.Wait, Progress: d.Progress, NoState: true}
-	if !hasObjects(d.Compose) {
-		// No compose or endpoints part (any more): what they made in an earlier deploy goes.
-		return cd.PruneAll(ctx)
+	if hasObjects(d.Compose) {
+		return cd.Run(ctx)
 	}
-	return cd.Run(ctx)
+	if !prune {
+		// Objects labelled with this environment's name now are the commands' own (a command may
+		// itself run devtool deploy -f compose.yml): not ours to remove.
+		return nil
+	}
+	// The previous deploy applied a compose or endpoints part this one no longer has: what it
+	// made goes.
+	if err := cd.PruneAll(ctx); err != nil {
+		return err
+	}
+	st.ComposeObjects = false
+	return nil
+}
+
+// PruneAfterManifest decides whether a deploy of a devtool.yml removes the Compose and endpoints
+// objects of earlier deploys (PruneAll): only when it has no such part itself (hasObjects false)
+// and the previous deploy recorded in prev applied some. Objects labelled with the environment's
+// name are otherwise left alone: the deploy commands may have made them (a nested devtool deploy
+// of a Compose file labels its objects the same way).
+func PruneAfterManifest(prev *State, hasObjects bool) bool {
+	return !hasObjects && prev != nil && prev.ComposeObjects
 }
 
 // hasObjects tells whether a deploy section's translation has anything to apply.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,7 +44,12 @@ type State struct {
 	Error        string
 	Repository   string
 	Branch       string
-	Updated      time.Time
+	// ComposeObjects records that the deploy applied Compose or endpoints objects of its own
+	// (a Compose deploy, or a devtool.yml with a compose or endpoints part): the next deploy of a
+	// devtool.yml without those parts prunes them (see PruneAfterManifest). Records written
+	// before it existed read as false.
+	ComposeObjects bool
+	Updated        time.Time
 }
 
 // StateStore reads and writes state ConfigMaps in one namespace.
@@ -70,7 +76,7 @@ func (s *StateStore) Save(ctx context.Context, st *State) error {
 		Data: map[string]string{
 			"name": st.Name, "status": st.Status, "filename": st.ManifestFile, "manifest": st.Manifest,
 			"output": st.Output, "error": st.Error, "repository": st.Repository, "branch": st.Branch,
-			"updated": st.Updated.Format(time.RFC3339),
+			"updated": st.Updated.Format(time.RFC3339), "compose-objects": strconv.FormatBool(st.ComposeObjects),
 		},
 	}
 	cms := s.Clientset.CoreV1().ConfigMaps(s.Namespace)
@@ -122,6 +128,7 @@ func (s *StateStore) Delete(ctx context.Context, env string) error {
 func fromConfigMap(cm *corev1.ConfigMap) *State {
 	d := cm.Data
 	t, _ := time.Parse(time.RFC3339, d["updated"])
+	composeObjects, _ := strconv.ParseBool(d["compose-objects"])
 	name := d["name"]
 	if name == "" {
 		name = cm.Labels[LabelState]
@@ -129,5 +136,6 @@ func fromConfigMap(cm *corev1.ConfigMap) *State {
 	return &State{
 		Name: name, Status: d["status"], ManifestFile: d["filename"], Manifest: d["manifest"],
 		Output: d["output"], Error: d["error"], Repository: d["repository"], Branch: d["branch"], Updated: t,
+		ComposeObjects: composeObjects,
 	}
 }

@@ -189,7 +189,7 @@ func (d *Deployer) deployManifest(ctx context.Context) (*DeployResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	branch, commit := deploy.GitInfo(m.Dir)
+	branch, commit := deploy.GitInfo(ctx, m.Dir)
 	md := &deploy.ManifestDeploy{
 		Client: t.Kube, Namespace: t.Namespace, Name: name, Manifest: m, Shell: d.Shell,
 		Env: deploy.CommandEnv{
@@ -486,7 +486,7 @@ func (d *Deployer) destroyNamed(ctx context.Context, n string, own bool) (*Destr
 	}
 	defer func() { _ = lock.Release(ctx) }()
 	if m := d.Env.Manifest; own && m != nil && !m.Inferred && len(m.Destroy) > 0 {
-		branch, commit := deploy.GitInfo(m.Dir)
+		branch, commit := deploy.GitInfo(ctx, m.Dir)
 		images, problems := PlannedImages(ctx, m, t.Registry, t.Namespace, n)
 		for _, p := range problems {
 			d.Warn(p)

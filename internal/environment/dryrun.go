@@ -13,8 +13,10 @@ import (
 
 // dryRunManifest shows what deployManifest would do: the build section's image names, the
 // dependencies, the commands with their variables (secrets masked) and the objects of the
-// compose and endpoints parts. It takes no lock, builds nothing, runs no command and writes
-// nothing; it reads the cluster only to tell dependencies already deployed, when it has one.
+// compose and endpoints parts. It takes no lock, builds nothing, runs no deploy command and writes
+// nothing; the only program it starts is git rev-parse (read-only, for DEVTOOL_GIT_*), and it
+// reads the cluster only to tell dependencies already deployed, when it has one. Values from the
+// shell's environment are never shown (see manifest.DryRunPlan.Expand).
 func (d *Deployer) dryRunManifest(ctx context.Context) (*DeployResult, error) {
 	m, t, name := d.Env.Manifest, d.Target, d.Env.Name
 	images, problems := PlannedImages(ctx, m, t.Registry, t.Namespace, name)
@@ -25,18 +27,24 @@ func (d *Deployer) dryRunManifest(ctx context.Context) (*DeployResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	branch, commit := deploy.GitInfo(m.Dir)
+	branch, commit := deploy.GitInfo(ctx, m.Dir)
 	env := deploy.CommandEnv{DotEnv: m.DotEnv, Vars: d.Vars, Namespace: t.Namespace, Context: t.ContextName,
 		Name: name, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
 		BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images}
-	shown := env.Build() // without the shell's environment: only what deploy adds
+	shown := env.Build() // without the shell's environment: its values are never shown
+	env.Environ = d.Environ
+	full := env.Build() // what the commands would get: .env < shell < --var < deploy's own
+	for k, v := range shown {
+		if full[k] != v { // a .env value the shell overrides: left as $NAME, like the shell's
+			delete(shown, k)
+		}
+	}
 	for svc, img := range images {
 		if img.Digest == "" { // a deploy sets it once the image is built and pushed
 			shown["DEVTOOL_BUILD_"+deploy.EnvKey(svc)+"_SHA"] = "<digest after the build>"
 		}
 	}
 	plan := m.Plan(false, shown, nil)
-	plan.Environ = d.Environ
 	for _, b := range m.Build {
 		if img, ok := images[b.Service]; ok {
 			pi := manifest.PlannedImage{Service: b.Service, Ref: img.Ref}
@@ -47,9 +55,8 @@ func (d *Deployer) dryRunManifest(ctx context.Context) (*DeployResult, error) {
 		}
 	}
 	plan.DependencyNotes = d.dependencyNotes(ctx)
-	env.Environ = d.Environ
 	var secrets []string
-	for k, v := range env.Build() {
+	for k, v := range full {
 		if manifest.IsSecretName(k) && v != "" {
 			secrets = append(secrets, v)
 		}

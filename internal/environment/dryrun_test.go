@@ -159,7 +159,7 @@ func TestPlannedImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag, err := build.ContentTag(build.Request{Context: filepath.Join(dir, "web")})
+	tag, err := build.ContentTagContext(context.Background(), build.Request{Context: filepath.Join(dir, "web")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,5 +297,56 @@ dependencies:
 	}
 	if res.Objects != nil {
 		t.Errorf("objects without compose or endpoints: %+v", res.Objects)
+	}
+}
+
+// TestDryRunVariableSources: the plan of a devtool.yml shows each variable as the deploy would
+// set it (.env < shell < --var < DEVTOOL_*), never a value from the shell (references to it are
+// left as written), and no secret value anywhere, by name or as a URL password.
+func TestDryRunVariableSources(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "devtool.yml"), `name: shop
+deploy:
+  - ./run --a $FROM_DOTENV --b $DOTENV_OVER_SHELL --c $DOTENV_OVER_VAR --d $SHELL_ONLY --e ${DB_PASS} --f $DATABASE_URL --g $MYSQL_PWD --h $SENTRY_DSN --i $DEVTOOL_NAME --j $SHELL_URL
+  - ls `+dir+`/inner
+`)
+	write(t, filepath.Join(dir, ".env"), "FROM_DOTENV=dotenv-a\nDOTENV_OVER_SHELL=dotenv-b\nDOTENV_OVER_VAR=dotenv-c\nSENTRY_DSN=https://dsnkey1@sentry.example/1\n")
+	environ := map[string]string{"DOTENV_OVER_SHELL": "shell-b", "SHELL_ONLY": "shell-d", "MYSQL_PWD": "shellpw-g",
+		"SHELL_URL": "postgres://u:shellurlpw@db/x", "DEVTOOL_NAME": "shell-name", "HOME": "/home/u", "PWD": dir}
+	env, err := Load(Options{Dir: dir, Environ: environ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Deployer{Env: env, Target: &contexts.Target{Namespace: "dev"}, DryRun: true, Environ: environ,
+		Vars: map[string]string{"DOTENV_OVER_VAR": "var-c", "DB_PASS": "hunter22", "DATABASE_URL": "postgres://u:varurlpw@db:5432/app"}}
+	res, err := d.Deploy(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Join(res.Plan, "\n")
+	for _, c := range []struct{ source, want, absent string }{
+		{".env", "  FROM_DOTENV=dotenv-a", ""},
+		{".env under the shell", "--b $DOTENV_OVER_SHELL", "dotenv-b"},
+		{".env under the shell: not listed", "", "DOTENV_OVER_SHELL="},
+		{"shell", "--d $SHELL_ONLY", "shell-d"},
+		{"shell secret", "--g $MYSQL_PWD", "shellpw-g"},
+		{"shell URL", "--j $SHELL_URL", "shellurlpw"},
+		{"--var over .env", "  DOTENV_OVER_VAR=var-c", "dotenv-c"},
+		{"--var over .env, command", "--c var-c", ""},
+		{"--var secret by name", "  DB_PASS=******", "hunter22"},
+		{"--var secret by name, command", "--e ******", ""},
+		{"--var URL", "  DATABASE_URL=postgres://u:xxxxx@db:5432/app", "varurlpw"},
+		{"--var URL, command", "--f postgres://u:xxxxx@db:5432/app", ""},
+		{".env DSN", "  SENTRY_DSN=******", "dsnkey1"},
+		{"DEVTOOL_* over the shell", "--i shop", "shell-name"},
+		{"shell not listed", "", "HOME="},
+		{"the shell's PWD is a path, not a secret", "would run: ls " + dir + "/inner", ""},
+	} {
+		if c.want != "" && !strings.Contains(lines, c.want) {
+			t.Errorf("%s: plan lacks %q:\n%s", c.source, c.want, lines)
+		}
+		if c.absent != "" && strings.Contains(lines, c.absent) {
+			t.Errorf("%s: plan shows %q:\n%s", c.source, c.absent, lines)
+		}
 	}
 }
