@@ -33,7 +33,7 @@ type Deployer struct {
 	Wait    bool
 	Timeout time.Duration // 0: no deadline beyond ctx
 	Force   bool          // deploy --build: rebuild every image with a build section
-	// DryRun changes nothing and runs nothing: a Compose file is translated (Result.Objects); a
+	// DryRun changes nothing and runs no command (only a read-only `git rev-parse`): a Compose file is translated (Result.Objects); a
 	// devtool.yml's compose and endpoints parts are translated and what its deploy would do is
 	// described (Result.Plan). No image is built, pushed or looked up in a registry.
 	DryRun       bool
