@@ -64,11 +64,14 @@ func CheckReferencedFiles(raw *clientcmdapi.Config, context string) error {
 	return nil
 }
 
-// InlineFiles reads the files a client configuration names (certificate-authority,
-// client-certificate, client-key, tokenFile) through safefile and puts their content into cfg,
-// so client-go never opens them itself: a kubeconfig naming /dev/zero or a FIFO gets an error
-// naming the file instead of a hang. context names the kubeconfig context for messages.
-func InlineFiles(cfg *rest.Config, context string) error {
+// PrepareClientFiles reads the files a client configuration names through safefile, so a kubeconfig
+// naming /dev/zero or a FIFO gets an error naming the file instead of a hang. The
+// certificate-authority is put into cfg (client-go reads it once anyway). The client certificate,
+// key and tokenFile are only checked and stay files: client-go re-reads a token file every minute
+// and reloads a certificate and key when they change, which long commands (up, logs -f) need
+// for projected ServiceAccount tokens and short-lived certificates. context names the kubeconfig
+// context for messages.
+func PrepareClientFiles(cfg *rest.Config, context string) error {
 	read := func(what, path string) ([]byte, error) {
 		data, err := safefile.Read(path, MaxKubeconfigBytes)
 		if err != nil {
@@ -84,42 +87,15 @@ func InlineFiles(cfg *rest.Config, context string) error {
 		}
 		tls.CAData, tls.CAFile = data, ""
 	}
-	// client-go reloads a certificate and key given as files when they change; a command
-	// lives far shorter than a certificate, so reading them once loses nothing.
-	if tls.CertFile != "" && len(tls.CertData) == 0 {
-		data, err := read("client-certificate", tls.CertFile)
-		if err != nil {
+	for _, f := range []struct{ what, path string }{
+		{"client-certificate", tls.CertFile}, {"client-key", tls.KeyFile}, {"tokenFile", cfg.BearerTokenFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := read(f.what, f.path); err != nil {
 			return err
 		}
-		tls.CertData, tls.CertFile = data, ""
-	}
-	if tls.KeyFile != "" && len(tls.KeyData) == 0 {
-		data, err := read("client-key", tls.KeyFile)
-		if err != nil {
-			return err
-		}
-		tls.KeyData, tls.KeyFile = data, ""
-	}
-	if cfg.BearerTokenFile != "" {
-		data, err := read("tokenFile", cfg.BearerTokenFile)
-		if err != nil {
-			return err
-		}
-		cfg.BearerToken, cfg.BearerTokenFile = trimToken(data), ""
 	}
 	return nil
 }
-
-// trimToken is what client-go does with a token file's content: surrounding whitespace goes.
-func trimToken(b []byte) string {
-	start, end := 0, len(b)
-	for start < end && isSpace(b[start]) {
-		start++
-	}
-	for end > start && isSpace(b[end-1]) {
-		end--
-	}
-	return string(b[start:end])
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
