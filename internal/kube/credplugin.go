@@ -52,7 +52,8 @@ const (
 const maxPluginOutput = 1 << 20
 
 // ParseCredentialPluginTimeout reads the value of CredentialPluginTimeoutEnv: "" is the default,
-// "0" means no deadline (returned as 0).
+// "0" means no deadline, returned as a negative duration so that it means the same to
+// LoadOptions.CredentialPluginTimeout (where 0 is the default) and BoundCredentialPlugin.
 func ParseCredentialPluginTimeout(s string) (time.Duration, error) {
 	if strings.TrimSpace(s) == "" {
 		return DefaultCredentialPluginTimeout, nil
@@ -61,11 +62,14 @@ func ParseCredentialPluginTimeout(s string) (time.Duration, error) {
 	if err != nil || d < 0 {
 		return 0, fmt.Errorf("%s=%q is not a duration (like 30s or 2m; 0 lets client-go wait without a deadline)", CredentialPluginTimeoutEnv, s)
 	}
+	if d == 0 {
+		return -1, nil
+	}
 	return d, nil
 }
 
 // BoundCredentialPlugin replaces cfg's exec credential plugin, if it has one, by devtool's runner
-// with a deadline of timeout (0 leaves the plugin to client-go). user names the kubeconfig user
+// with a deadline of timeout (0 or negative leaves the plugin to client-go). user names the kubeconfig user
 // for messages. Configurations whose plugin client-go would not run (a token, basic auth or a
 // client certificate is already set) lose the plugin, as client-go ignores it then.
 func BoundCredentialPlugin(cfg *rest.Config, user string, timeout time.Duration) error {
