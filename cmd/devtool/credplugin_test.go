@@ -76,7 +76,18 @@ func TestCredentialPluginDeadline(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if c.cancel > 0 {
-				time.AfterFunc(c.cancel, cancel)
+				// Ctrl-C once the plugin runs (its pid file exists), at c.cancel at the earliest:
+				// a fixed delay raced the plugin's start on a loaded machine.
+				go func() {
+					time.Sleep(c.cancel)
+					for i := 0; i < 600; i++ {
+						if _, err := os.Stat(pidFile); err == nil {
+							break
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+					cancel()
+				}()
 			}
 			start := time.Now()
 			done := make(chan error, 1)
