@@ -58,7 +58,9 @@ and events, and the OS and architecture. Keys, tokens, passwords and secret valu
 
 func run(ctx context.Context, opts *Options) error {
 	// The target is optional here: a report without cluster information is still useful.
-	s, err := dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool doctor NAME"})
+	s, err := cmdutil.Interruptible(ctx, func() (*dev.Selection, error) {
+		return dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool doctor NAME"})
+	})
 	if err != nil {
 		return err
 	}

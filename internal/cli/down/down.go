@@ -59,8 +59,10 @@ container's volume (the synced files and the agent), so the next 'up' starts col
 }
 
 func run(ctx context.Context, opts *Options) error {
-	s, err := dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev,
-		Usage: "devtool down NAME", Target: func() (*cmdutil.Target, error) { return opts.Target(opts.Kube) }})
+	s, err := cmdutil.Interruptible(ctx, func() (*dev.Selection, error) {
+		return dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev,
+			Usage: "devtool down NAME", Target: func() (*cmdutil.Target, error) { return opts.Target(opts.Kube) }})
+	})
 	if err != nil {
 		return err
 	}

@@ -72,8 +72,10 @@ streams. devtool exits with the command's exit code.`,
 }
 
 func run(ctx context.Context, opts *Options) error {
-	s, err := dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev,
-		Usage: "devtool exec NAME -- COMMAND", Target: func() (*cmdutil.Target, error) { return opts.Target(opts.Kube) }})
+	s, err := cmdutil.Interruptible(ctx, func() (*dev.Selection, error) {
+		return dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev,
+			Usage: "devtool exec NAME -- COMMAND", Target: func() (*cmdutil.Target, error) { return opts.Target(opts.Kube) }})
+	})
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,9 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	s, err := dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool restart NAME"})
+	s, err := cmdutil.Interruptible(ctx, func() (*dev.Selection, error) {
+		return dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool restart NAME"})
+	})
 	if err != nil {
 		return err
 	}

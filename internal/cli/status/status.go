@@ -68,7 +68,9 @@ func run(ctx context.Context, opts *Options) error {
 			return err
 		}
 	}
-	s, err := dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool status NAME"})
+	s, err := cmdutil.Interruptible(ctx, func() (*dev.Selection, error) {
+		return dev.LoadDev(dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool status NAME"})
+	})
 	if err != nil {
 		return err
 	}

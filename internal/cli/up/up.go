@@ -121,7 +121,7 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 	if opts.IO.CanPrompt() {
 		lo.Pick = func(names []string) (string, error) { return prompt(opts.IO, names) }
 	}
-	s, err := dev.LoadDev(lo)
+	s, err := cmdutil.Interruptible(ctx, func() (*dev.Selection, error) { return dev.LoadDev(lo) })
 	if err != nil {
 		return nil, err
 	}
