@@ -115,6 +115,9 @@ func TestSIGINTStopsLongWork(t *testing.T) {
 		{"logs loading 10,000 services", huge, []string{"logs", "-n", "dev"}, 300 * time.Millisecond, nil},
 		{"destroy loading 10,000 services", huge, []string{"destroy", "-n", "dev"}, 300 * time.Millisecond, nil},
 		{"build loading 10,000 services", huge, []string{"build", "-n", "dev"}, 300 * time.Millisecond, nil},
+		{"up loading 10,000 services", huge, []string{"up", "s1", "-n", "dev"}, 300 * time.Millisecond, nil},
+		{"down loading 10,000 services", huge, []string{"down", "s1", "-n", "dev"}, 300 * time.Millisecond, nil},
+		{"exec loading 10,000 services", huge, []string{"exec", "s1", "-n", "dev", "--", "true"}, 300 * time.Millisecond, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// A signal that lands before main has installed its handler kills the process by the
