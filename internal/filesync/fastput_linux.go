@@ -55,15 +55,12 @@ func (t *tree) beginFast(p, dir string, exec bool) (ff *fastFile, ok bool, err e
 	}
 	dirfd, own := t.rootfd, false
 	if dir != "" {
-		dirfd, err = openat2(t.rootfd, dir, &unix.OpenHow{
-			Flags:   unix.O_DIRECTORY | unix.O_RDONLY | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
-			t.noFast.Store(true) // kernel before 5.6, or a seccomp filter
+		var fast bool
+		dirfd, fast, err = t.openBeneath(dir, unix.O_DIRECTORY|unix.O_RDONLY)
+		if !fast {
 			return nil, false, nil
 		}
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		if symlinkInTheWay(err) {
 			return nil, false, fmt.Errorf("%s: %w (now a symlink on this side)", p, errVanished)
 		}
 		if err != nil {
@@ -95,6 +92,27 @@ func (t *tree) beginFast(p, dir string, exec bool) (ff *fastFile, ok bool, err e
 		return nil, false, &os.PathError{Op: "create", Path: join(dir, tmp), Err: err}
 	}
 	return &fastFile{dirfd: dirfd, ownDir: own, fd: fd, tmpBase: tmp, base: baseOf(p)}, true, nil
+}
+
+// openBeneath opens rel beneath the root with openat2, never through a symlink
+// or out of the root. fast is false (and the fast path is switched off for the
+// tree) when openat2 is unavailable: a kernel before 5.6, or a seccomp filter.
+func (t *tree) openBeneath(rel string, flags int) (fd int, fast bool, err error) {
+	fd, err = openat2(t.rootfd, rel, &unix.OpenHow{
+		Flags:   uint64(flags | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		t.noFast.Store(true)
+		return -1, false, nil
+	}
+	return fd, true, err
+}
+
+// symlinkInTheWay tells openBeneath's refusal of a path that now runs through a
+// symlink (or out of the root): a change on this side, not a failure.
+func symlinkInTheWay(err error) bool {
+	return errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV)
 }
 
 // openat2 is unix.Openat2, or the error testHookOpenat2Err gives.
@@ -276,15 +294,11 @@ func (t *tree) openRead(p string) (r io.ReadCloser, ok bool, err error) {
 	if t.rootfd < 0 || t.noFast.Load() {
 		return nil, false, nil
 	}
-	fd, err := openat2(t.rootfd, p, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
-		t.noFast.Store(true)
+	fd, fast, err := t.openBeneath(p, unix.O_RDONLY|unix.O_NOFOLLOW)
+	if !fast {
 		return nil, false, nil
 	}
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+	if symlinkInTheWay(err) {
 		// the file or a folder above it became a symlink: a change
 		return nil, true, fmt.Errorf("%s: %w (now a symlink on this side)", p, errVanished)
 	}
