@@ -57,28 +57,6 @@ dev:
 	}
 }
 
-// waitLineTB is bg.waitLine for benchmarks.
-func waitLineTB(tb testing.TB, b *bg, s string, timeout time.Duration) {
-	tb.Helper()
-	deadline := time.After(timeout)
-	for {
-		if strings.Contains(b.output(), s) {
-			return
-		}
-		select {
-		case <-b.seen:
-		case err := <-b.done:
-			b.done <- err
-			if strings.Contains(b.output(), s) {
-				return
-			}
-			tb.Fatalf("devtool exited (%v) before %q:\n%s", err, s, b.output())
-		case <-deadline:
-			tb.Fatalf("no %q within %s:\n%s", s, timeout, b.output())
-		}
-	}
-}
-
 // stopUp ends a background up with SIGINT and waits for it.
 func stopUp(tb testing.TB, up *bg) {
 	_ = up.cmd.Process.Signal(syscall.SIGINT)
@@ -216,7 +194,7 @@ func BenchmarkDevUpWarm(b *testing.B) {
 	}
 	// Warm up: the dev volume holds the agent and the synced files; the image is on the node.
 	up := u.start("up", "web", "--namespace", ns)
-	waitLineTB(b, up, "ready", 3*time.Minute)
+	up.waitLine(b, "ready", 3*time.Minute)
 	mirror, err := cs.AppsV1().Deployments(ns).Get(ctx, "web-devtool", metav1.GetOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -238,7 +216,7 @@ func BenchmarkDevUpWarm(b *testing.B) {
 
 		start := time.Now()
 		up := u.start("up", "web", "--namespace", ns)
-		waitLineTB(b, up, "ready", 3*time.Minute)
+		up.waitLine(b, "ready", 3*time.Minute)
 		d := time.Since(start)
 		ups = append(ups, d)
 		b.StopTimer()
@@ -318,7 +296,7 @@ func BenchmarkDevReconnect(b *testing.B) {
 	cs := c.Clientset
 	u.mustRun("deploy", "--namespace", ns, "--wait", "--timeout", "4m")
 	up := u.start("up", "web", "--namespace", ns)
-	waitLineTB(b, up, "ready", 3*time.Minute)
+	up.waitLine(b, "ready", 3*time.Minute)
 	var first string
 	deadline := time.Now().Add(time.Minute)
 	for first == "" && time.Now().Before(deadline) {

@@ -78,7 +78,7 @@ func (b *bg) output() string {
 }
 
 // waitLine waits for a stderr line containing s.
-func (b *bg) waitLine(t *testing.T, s string, timeout time.Duration) {
+func (b *bg) waitLine(t testing.TB, s string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
