@@ -187,7 +187,7 @@ func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Kubernetes context %q in %s: %w", sel.KubeContext, sel.Kubeconfig.Describe(), err)
 	}
-	if err := kube.PrepareClientFiles(restCfg, sel.KubeContext); err != nil {
+	if err := kube.InlineCAFile(restCfg, sel.KubeContext); err != nil {
 		return nil, err
 	}
 	// A credential plugin gets a deadline (DEVTOOL_CREDENTIAL_PLUGIN_TIMEOUT, default 30s).

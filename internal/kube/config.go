@@ -70,7 +70,7 @@ func Load(o LoadOptions) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the namespace from kubeconfig: %w", err)
 	}
-	if err := PrepareClientFiles(cfg, ctxName); err != nil {
+	if err := InlineCAFile(cfg, ctxName); err != nil {
 		return nil, err
 	}
 	timeout := o.CredentialPluginTimeout

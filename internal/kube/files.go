@@ -64,38 +64,21 @@ func CheckReferencedFiles(raw *clientcmdapi.Config, context string) error {
 	return nil
 }
 
-// PrepareClientFiles reads the files a client configuration names through safefile, so a kubeconfig
-// naming /dev/zero or a FIFO gets an error naming the file instead of a hang. The
-// certificate-authority is put into cfg (client-go reads it once anyway). The client certificate,
-// key and tokenFile are only checked and stay files: client-go re-reads a token file every minute
-// and reloads a certificate and key when they change, which long commands (up, logs -f) need
-// for projected ServiceAccount tokens and short-lived certificates. context names the kubeconfig
-// context for messages.
-func PrepareClientFiles(cfg *rest.Config, context string) error {
-	read := func(what, path string) ([]byte, error) {
-		data, err := safefile.Read(path, MaxKubeconfigBytes)
-		if err != nil {
-			return nil, fmt.Errorf("Kubernetes context %q: reading its %s: %w", context, what, err)
-		}
-		return data, nil
-	}
+// InlineCAFile reads the certificate-authority file a client configuration names through
+// safefile and puts its content into cfg, so client-go never opens it itself (it reads it once
+// anyway). The client certificate, key and tokenFile were checked by CheckReferencedFiles and
+// stay files: client-go re-reads a token file every minute and reloads a certificate and key
+// when they change, which long commands (up, logs -f) need for projected ServiceAccount tokens
+// and short-lived certificates. context names the kubeconfig context for messages.
+func InlineCAFile(cfg *rest.Config, context string) error {
 	tls := &cfg.TLSClientConfig
-	if tls.CAFile != "" && len(tls.CAData) == 0 {
-		data, err := read("certificate-authority", tls.CAFile)
-		if err != nil {
-			return err
-		}
-		tls.CAData, tls.CAFile = data, ""
+	if tls.CAFile == "" || len(tls.CAData) > 0 {
+		return nil
 	}
-	for _, f := range []struct{ what, path string }{
-		{"client-certificate", tls.CertFile}, {"client-key", tls.KeyFile}, {"tokenFile", cfg.BearerTokenFile},
-	} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := read(f.what, f.path); err != nil {
-			return err
-		}
+	data, err := safefile.Read(tls.CAFile, MaxKubeconfigBytes)
+	if err != nil {
+		return fmt.Errorf("Kubernetes context %q: reading its certificate-authority: %w", context, err)
 	}
+	tls.CAData, tls.CAFile = data, ""
 	return nil
 }
