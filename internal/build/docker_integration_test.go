@@ -295,6 +295,11 @@ func daemonProxy(t *testing.T, sock string, oldAPI bool) string {
 			http.Error(w, "page not found", http.StatusNotFound)
 			return
 		}
+		// The daemon answers a push before reading its small JSON body. Without full duplex the
+		// server, on the first response write, drains and closes the request body while the
+		// proxy's transport may still be copying it upstream; that copy then fails and the
+		// transport closes the upstream connection in the middle of the response.
+		_ = http.NewResponseController(w).EnableFullDuplex()
 		rp.ServeHTTP(w, r)
 	})}
 	done := make(chan struct{})

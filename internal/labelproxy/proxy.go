@@ -264,6 +264,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del("Authorization")
+	// An HTTP/1 server otherwise drains and closes the request body as soon as the response starts;
+	// when the API server answers before reading a streamed body (an early 4xx), the transport's
+	// copy of that body then fails and it cuts the response off. HTTP/2 is always full duplex.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	if isUpgrade(r) {
 		p.upgrade.ServeHTTP(w, r)
 		return
