@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
+
+	"github.com/devtool/devtool/internal/sharedwriter"
 )
 
 // ClientConfig configures Dial and NewSession.
@@ -248,14 +250,14 @@ func (c *Client) Exec(ctx context.Context, o ExecOptions) (int, error) {
 			return ExitStatusUnknown, err
 		}
 	}
+	o.Stdout, o.Stderr = sharedwriter.Guard(o.Stdout, o.Stderr)
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
 	}
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
 	}
-	s.Stdout = o.Stdout
-	s.Stderr = o.Stderr
+	s.Stdout, s.Stderr = o.Stdout, o.Stderr
 	stdin, err := s.StdinPipe()
 	if err != nil {
 		return ExitStatusUnknown, err

@@ -231,3 +231,29 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+// One buffer given as both Stdout and Stderr (as os/exec allows) receives every line: the SSH
+// session copies the two streams in two goroutines, which without a guard race on the buffer
+// (go test -race reports it; output came back short).
+func TestExecOneWriterForBothStreams(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	for i := 0; i < 20; i++ {
+		var out bytes.Buffer
+		code, err := c.Exec(context.Background(), ExecOptions{
+			Command: []string{"sh", "-c", "echo o1; echo e1 >&2; echo o2; echo e2 >&2"},
+			Stdout:  &out, Stderr: &out,
+		})
+		if err != nil || code != 0 {
+			t.Fatalf("exec %d: %d %v", i, code, err)
+		}
+		for _, l := range []string{"o1\n", "e1\n", "o2\n", "e2\n"} {
+			if !strings.Contains(out.String(), l) {
+				t.Fatalf("exec %d: output %q lacks %q", i, out.String(), l)
+			}
+		}
+		if out.Len() != 12 {
+			t.Fatalf("exec %d: output %q", i, out.String())
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/devtool/devtool/internal/sharedwriter"
 )
 
 // ExecOptions describe one command run in a container.
@@ -49,7 +51,8 @@ func (c *Client) Exec(ctx context.Context, o ExecOptions) error {
 	if err != nil {
 		return fmt.Errorf("exec in %s/%s: %w", o.Namespace, o.Pod, err)
 	}
+	stdout, stderr := sharedwriter.Guard(o.Stdout, o.Stderr)
 	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{
-		Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY,
+		Stdin: o.Stdin, Stdout: stdout, Stderr: stderr, Tty: o.TTY,
 	})
 }
