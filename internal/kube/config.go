@@ -9,6 +9,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/devtool/devtool/internal/labels"
 )
 
 // Client bundles what the commands need to talk to one cluster as one user in one namespace.
@@ -91,7 +93,7 @@ func Load(o LoadOptions) (*Client, error) {
 func NewClient(cfg *rest.Config, namespace, contextName string) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.UserAgent == "" {
-		cfg.UserAgent = "devtool"
+		cfg.UserAgent = labels.ClientUserAgent
 	}
 	// The defaults (QPS 5) make a deploy of a few dozen objects crawl; the API server's priority
 	// and fairness protects it from us.

@@ -96,6 +96,9 @@ func podTemplates(group, resource string) [][]string {
 // labeler adds a fixed set of labels to request bodies.
 type labeler struct {
 	labels map[string]string
+	// keepSet leaves a label the body already sets to a non-empty value (requests from devtool
+	// itself, which labels its own objects); otherwise the proxy's value replaces it.
+	keepSet bool
 }
 
 // object labels one decoded object (or patch) in place; it reports whether it changed anything.
@@ -169,7 +172,11 @@ func (l labeler) setLabels(obj map[string]any, path []string, patch bool) bool {
 	}
 	changed := false
 	for k, v := range l.labels {
-		if old, _ := labels[k].(string); old != v {
+		old, _ := labels[k].(string)
+		if l.keepSet && old != "" {
+			continue
+		}
+		if old != v {
 			labels[k] = v
 			changed = true
 		}

@@ -38,6 +38,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/devtool/devtool/internal/labels"
 )
 
 // DefaultMaxBodyBytes caps the bodies the proxy reads to label them.
@@ -313,11 +315,13 @@ func (p *Proxy) label(w http.ResponseWriter, r *http.Request, t target) bool {
 	var out []byte
 	var ct string
 	var ok bool
+	lab := p.lab
+	lab.keepSet = fromDevtool(r)
 	if mediaType == "application/vnd.kubernetes.protobuf" && (r.Method == http.MethodPost || r.Method == http.MethodPut) {
-		out, ok = p.lab.rewriteProtobuf(r.Method, t, body)
+		out, ok = lab.rewriteProtobuf(r.Method, t, body) // devtool's own client sends JSON
 		ct = mediaType
 	} else {
-		out, ct, ok = p.lab.rewrite(r.Method, mediaType, t, body)
+		out, ct, ok = lab.rewrite(r.Method, mediaType, t, body)
 	}
 	if !ok {
 		level := slog.LevelDebug // JSON patches and bodies the API server will reject anyway
@@ -402,4 +406,11 @@ func (p *Proxy) warnUnlabelled(r *http.Request, why string) {
 	if !seen {
 		p.warn(fmt.Sprintf("%s %s was forwarded without devtool's labels (%s): destroy will not delete what it creates", r.Method, r.URL.Path, why))
 	}
+}
+
+// fromDevtool reports whether r was sent by devtool's own client (a devtool command run by a
+// devtool.yml command), by its User-Agent.
+func fromDevtool(r *http.Request) bool {
+	ua := r.Header.Get("User-Agent")
+	return ua == labels.ClientUserAgent || strings.HasPrefix(ua, labels.ClientUserAgent+"/")
 }

@@ -33,6 +33,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/devtool/devtool/internal/labels"
 )
 
 const (
@@ -752,5 +754,47 @@ func TestWarnsTheUserOfUnlabelledWrites(t *testing.T) {
 	defer mu.Unlock()
 	if len(warnings) != 2 || !strings.Contains(warnings[0], "/configmaps") || !strings.Contains(warnings[1], "CBOR") {
 		t.Fatalf("warnings %q", warnings)
+	}
+}
+
+// A devtool command run by a devtool.yml command (`devtool deploy --name other`) labels its objects
+// for its own environment, selectors included: the proxy keeps what devtool's own client set, and
+// still replaces what any other client (kubectl, helm) sets, and labels what devtool left unlabelled.
+func TestKeepsTheEnvironmentDevtoolSets(t *testing.T) {
+	other := strings.ReplaceAll(deployment, `{"app":"web"}`, `{"app":"web","`+deployedBy+`":"other"}`)
+	cases := []struct {
+		name, ua, body, want string
+	}{
+		{"devtool's own deploy", labels.ClientUserAgent, other, "other"},
+		{"devtool with a version", labels.ClientUserAgent + "/v1.2.3", other, "other"},
+		{"devtool, nothing set", labels.ClientUserAgent, deployment, "myenv"},
+		{"kubectl", "kubectl/v1.32.5 (linux/amd64)", other, "myenv"},
+		{"a name that only starts like devtool", labels.ClientUserAgent + "-lookalike", other, "myenv"},
+	}
+	api := newFakeAPI(t)
+	p, hc, _ := startProxy(t, api, nil)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req, err := http.NewRequest("POST", p.URL()+"/apis/apps/v1/namespaces/ns1/deployments", strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("User-Agent", c.ua)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			got := api.last(t)
+			for _, path := range [][]string{{"metadata"}, {"spec", "template", "metadata"}} {
+				if v := labelsAt(t, got.body, path...)[deployedBy]; v != c.want {
+					t.Errorf("%s: deployed-by %v, want %q", strings.Join(path, "."), v, c.want)
+				}
+			}
+			if c.want == "other" && !strings.Contains(string(got.body), `"matchLabels":{"app":"web","`+deployedBy+`":"other"}`) {
+				t.Errorf("selector changed: %s", got.body)
+			}
+		})
 	}
 }

@@ -11,4 +11,8 @@ const (
 	// Policy annotation: PolicyKeep makes destroy leave the object alone.
 	Policy     = "dev.devtool/policy"
 	PolicyKeep = "keep"
+	// ClientUserAgent is the User-Agent of devtool's own API requests. The labelling proxy keeps a
+	// DeployedBy value such a request sets itself: a `devtool deploy --name other` run by a
+	// devtool.yml command labels its objects (and its selectors) for its own environment.
+	ClientUserAgent = "devtool"
 )
