@@ -5,7 +5,7 @@ import (
 	"unsafe"
 )
 
-// Lookups by name (Project.Service, Project.Volume) go through an index built once per project
+// Lookups by name (Project.Service, Volume, Secret, Config) go through an index built once per project
 // and rebuilt only when it could be stale, so loading, checking and translating N services cost
 // O(N), not O(N²) (20,000 services with endpoints and deploy subsets: see TestLookupsLinear).
 //
@@ -26,7 +26,7 @@ type nameIndex struct {
 // projectIndex holds a project's indexes. A Project copied by value shares it: each lookup
 // still checks its own slice.
 type projectIndex struct {
-	services, volumes nameIndex
+	services, volumes, secrets, configs nameIndex
 }
 
 // indexMu guards every project's index (lookups are short; Projects are rarely shared between

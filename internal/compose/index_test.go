@@ -124,3 +124,39 @@ func TestIndexFollowsChanges(t *testing.T) {
 		t.Fatal("copies confused")
 	}
 }
+
+// TestSecretAndConfigLookupsIndexed: looking up each of n secrets and configs (as every service's
+// secrets: and configs: references are checked and translated) builds each index once.
+func TestSecretAndConfigLookupsIndexed(t *testing.T) {
+	const n = 5000
+	p := &Project{}
+	for i := 0; i < n; i++ {
+		p.Secrets = append(p.Secrets, &FileObject{Name: fmt.Sprintf("s%d", i)})
+		p.Configs = append(p.Configs, &FileObject{Name: fmt.Sprintf("c%d", i)})
+	}
+	p.Secrets = append(p.Secrets, &FileObject{Name: "s0"}) // a duplicate: the first wins, as before
+	indexMu.Lock()
+	indexScans = 0
+	indexMu.Unlock()
+	for i := 0; i < n; i++ {
+		if s := p.Secret(fmt.Sprintf("s%d", i)); s != p.Secrets[i] {
+			t.Fatalf("secret %d: %v", i, s)
+		}
+		if c := p.Config(fmt.Sprintf("c%d", i)); c != p.Configs[i] {
+			t.Fatalf("config %d: %v", i, c)
+		}
+		if p.Secret(fmt.Sprintf("c%d", i)) != nil || p.Config(fmt.Sprintf("s%d", i)) != nil {
+			t.Fatal("found a name of the other kind")
+		}
+	}
+	indexMu.Lock()
+	scans := indexScans
+	indexMu.Unlock()
+	if want := 2*n + 1; scans != want {
+		t.Fatalf("%d lookups visited %d entries, want one build of each index (%d)", 4*n, scans, want)
+	}
+	p.Secrets = append(p.Secrets, &FileObject{Name: "late"})
+	if p.Secret("late") == nil {
+		t.Fatal("an appended secret is not found")
+	}
+}

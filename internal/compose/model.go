@@ -254,17 +254,18 @@ type FileObject struct {
 	Pos  Position
 }
 
-// Secret looks a top-level secret up by name.
-func (p *Project) Secret(name string) *FileObject { return findObject(p.Secrets, name) }
-
-// Config looks a top-level config up by name.
-func (p *Project) Config(name string) *FileObject { return findObject(p.Configs, name) }
-
-func findObject(list []*FileObject, name string) *FileObject {
-	for _, o := range list {
-		if o.Name == name {
-			return o
-		}
-	}
-	return nil
+// Secret looks a top-level secret up by name (O(1): see index.go).
+func (p *Project) Secret(name string) *FileObject {
+	indexMu.Lock()
+	defer indexMu.Unlock()
+	return lookup(&p.indexes().secrets, p.Secrets, objectName, name)
 }
+
+// Config looks a top-level config up by name (O(1): see index.go).
+func (p *Project) Config(name string) *FileObject {
+	indexMu.Lock()
+	defer indexMu.Unlock()
+	return lookup(&p.indexes().configs, p.Configs, objectName, name)
+}
+
+func objectName(o *FileObject) string { return o.Name }

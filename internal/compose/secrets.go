@@ -210,16 +210,14 @@ func (l *loader) fileMounts(n *yaml.Node, field, what string, p *Project) []File
 			l.Errorf(item, f, "source (the name of a top-level %s) is required", what)
 			continue
 		}
-		var defined []*FileObject
-		if what == "secret" {
-			defined = p.Secrets
-		} else {
-			defined = p.Configs
-		}
 		if l.failedObjects[what+"/"+m.Source] {
 			continue // its definition already has an error
 		}
-		if findObject(defined, m.Source) == nil {
+		lookup := p.Config
+		if what == "secret" {
+			lookup = p.Secret
+		}
+		if lookup(m.Source) == nil {
 			l.Errorf(item, f, "%s %q is not defined in the top-level %ss", what, m.Source, what)
 			continue
 		}
