@@ -62,12 +62,14 @@ type cfolder struct {
 	dirty       map[string]struct{}
 	inflight    map[string]uint64
 	failed      map[string][2]Entry // (local, remote) when an op failed; retried when either changes
-	diff        map[string]struct{}
-	conflicts   []Conflict
-	errs        []PathError
-	changed     bool
-	done        bool
-	w           *watcher
+	// noRename holds paths whose rename failed this session: they are removed and sent again instead.
+	noRename  map[string]struct{}
+	diff      map[string]struct{}
+	conflicts []Conflict
+	errs      []PathError
+	changed   bool
+	done      bool
+	w         *watcher
 	// rules are the rules files of the last local scan (persisted beside the
 	// index), sent before this session's scan so the agent scans while this
 	// side does; rulesKnown when they were loaded or scanned.
@@ -85,6 +87,7 @@ type pendingOp struct {
 	path   string
 	to     string
 	pull   bool
+	rename bool  // a move of path to to that stands for a removal and a creation
 	local  Entry // the local state decided from
 	remote Entry // the remote state decided from
 }
@@ -258,6 +261,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		f.t, trees[i], roots[i] = t, t, f.f.Remote
 		f.remote, f.fullNext, f.remoteReady = map[string]Entry{}, nil, false
 		f.dirty, f.inflight, f.failed, f.diff = map[string]struct{}{}, map[string]uint64{}, map[string][2]Entry{}, map[string]struct{}{}
+		f.noRename = map[string]struct{}{}
 		f.done = false
 		f.rulesSent, f.fullsDone = 0, 0
 		if reset {
@@ -662,7 +666,12 @@ func (c *Client) handle(ev any) {
 			setEntry(f.remote, op.to, m.ToState)
 		}
 		f.log.Debug("sync result", "id", m.ID, "path", op.path, "ok", m.OK, "state", descE(m.State), "err", m.Err)
-		if !m.OK {
+		if !m.OK && op.rename {
+			// Both paths were marked again (finish): they are reconciled as a removal and a
+			// creation, which fail or succeed on their own.
+			f.log.Debug("rename not applied; sending the file instead", "path", op.path, "to", op.to, "err", m.Err)
+			f.noRename[op.path] = struct{}{}
+		} else if !m.OK {
 			c.failed(f, op, m.Code, m.Err, f.t.get(op.path), m.State)
 		} else if op.to == "" && same(m.State, op.local) {
 			// The agent now holds what this side held when the op was
@@ -800,12 +809,14 @@ type action struct {
 }
 
 const (
-	actPush       byte = iota + 1 // local -> remote
-	actPull                       // remote -> local
-	actRemoteRm                   // remove on the remote
-	actLocalRm                    // remove locally
-	actRemoteMove                 // move the remote version aside (conflict copy)
-	actLocalMove                  // move the local version aside (conflict copy)
+	actPush         byte = iota + 1 // local -> remote
+	actPull                         // remote -> local
+	actRemoteRm                     // remove on the remote
+	actLocalRm                      // remove locally
+	actRemoteMove                   // move the remote version aside (conflict copy)
+	actLocalMove                    // move the local version aside (conflict copy)
+	actRemoteRename                 // a file renamed here: the same move there (p to to)
+	actLocalRename                  // a file renamed there: the same move here
 )
 
 // iterate reconciles every dirty path and carries the plan out; local steps
@@ -828,7 +839,7 @@ func (c *Client) iterate() {
 			for _, p := range paths {
 				plan = c.reconcile(f, p, now, plan)
 			}
-			c.execute(f, plan)
+			c.execute(f, pairRenames(f, plan))
 		}
 		if !any {
 			break
@@ -958,7 +969,7 @@ func (c *Client) conflictCopy(f *cfolder, p, side string, now time.Time) string 
 func (c *Client) newOp(f *cfolder, a action, pull bool) uint64 {
 	c.nextID++
 	id := c.nextID
-	op := &pendingOp{folder: f.i, path: a.p, to: a.to, pull: pull, local: a.l, remote: a.r}
+	op := &pendingOp{folder: f.i, path: a.p, to: a.to, pull: pull, rename: a.do == actRemoteRename, local: a.l, remote: a.r}
 	c.ops[id] = op
 	f.inflight[a.p] = id
 	if a.to != "" {
@@ -1001,6 +1012,17 @@ func (c *Client) execute(f *cfolder, plan []action) {
 			id := c.newOp(f, a, false)
 			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opMove, Path: a.p, To: a.to, Expect: a.r})
 			c.conflict(f, a.p, a.to, "remote")
+		case actRemoteRename:
+			id := c.newOp(f, a, false)
+			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opMove, Path: a.p, To: a.to, Expect: a.r})
+		case actLocalRename:
+			f.changed = true
+			if _, _, err := f.t.move(a.p, a.to, a.l); err != nil {
+				f.log.Debug("rename not applied; fetching the file instead", "path", a.p, "to", a.to, "err", err)
+				f.noRename[a.p] = struct{}{}
+			}
+			f.markDirty(a.p)
+			f.markDirty(a.to)
 		case actLocalRm:
 			_, err := f.t.remove(a.p, a.l)
 			c.localStep(f, a, err)
@@ -1144,3 +1166,81 @@ func (c *Client) setBase(f *cfolder, p string, e Entry) {
 }
 
 func hasKey(m map[string]Entry, p string) bool { _, ok := m[p]; return ok }
+
+// pairRenames turns the removal of a file on one side and the creation of a file with the same
+// content (hash, size and executable bit) on the same side into one move on the other side, so a
+// renamed or moved file is not sent again. A folder's rename becomes one move per file (the
+// folders themselves are made and removed as usual). Which of several identical files pairs
+// with which does not matter: the content is the same. Empty files gain nothing and are left as
+// they are. A move that fails (the path changed meanwhile) puts its source in noRename: the
+// next round removes and sends as without pairing.
+func pairRenames(f *cfolder, plan []action) []action {
+	type content struct {
+		hash uint64
+		size int64
+		exec bool
+	}
+	key := func(e Entry) content { return content{e.Hash, e.Size, e.Exec} }
+	renamable := func(e Entry, p string) bool {
+		_, no := f.noRename[p]
+		return e.Kind == KindFile && e.Size > 0 && !no
+	}
+	var gone [2]map[content][]int // [0]: removed here (remote removals), [1]: removed there
+	for i, a := range plan {
+		side, e := -1, Entry{}
+		switch a.do {
+		case actRemoteRm:
+			side, e = 0, a.r
+		case actLocalRm:
+			side, e = 1, a.l
+		}
+		if side < 0 || !renamable(e, a.p) {
+			continue
+		}
+		if gone[side] == nil {
+			gone[side] = map[content][]int{}
+		}
+		gone[side][key(e)] = append(gone[side][key(e)], i)
+	}
+	if gone[0] == nil && gone[1] == nil {
+		return plan
+	}
+	drop := make([]bool, len(plan))
+	var moves []action
+	for i, a := range plan {
+		side, e := -1, Entry{}
+		switch {
+		case a.do == actPush && a.r.Kind == KindNone:
+			side, e = 0, a.l
+		case a.do == actPull && a.l.Kind == KindNone:
+			side, e = 1, a.r
+		}
+		if side < 0 || !renamable(e, a.p) {
+			continue
+		}
+		js := gone[side][key(e)]
+		if len(js) == 0 {
+			continue
+		}
+		j := js[0]
+		gone[side][key(e)] = js[1:]
+		drop[i], drop[j] = true, true
+		rm := plan[j]
+		if side == 0 {
+			moves = append(moves, action{do: actRemoteRename, p: rm.p, to: a.p, l: rm.l, r: rm.r})
+		} else {
+			moves = append(moves, action{do: actLocalRename, p: rm.p, to: a.p, l: rm.l, r: rm.r})
+		}
+		f.log.Debug("sync rename", "path", rm.p, "to", a.p, "remote", side == 0)
+	}
+	if len(moves) == 0 {
+		return plan
+	}
+	out := make([]action, 0, len(plan)-len(moves))
+	for i, a := range plan {
+		if !drop[i] {
+			out = append(out, a)
+		}
+	}
+	return append(out, moves...)
+}

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -28,6 +29,26 @@ type pair struct {
 	cancel    context.CancelFunc
 	done      chan error
 	sdone     chan error
+	// sent and received count the bytes the client wrote to and read from its streams.
+	sent, received atomic.Int64
+}
+
+// countingConn counts a client stream's bytes into its pair.
+type countingConn struct {
+	net.Conn
+	p *pair
+}
+
+func (c countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.p.received.Add(int64(n))
+	return n, err
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.p.sent.Add(int64(n))
+	return n, err
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -81,7 +102,7 @@ func (p *pair) connect() {
 			defer servers.Done()
 			_ = Serve(ctx, b, ServerOptions{StateDir: p.serverDir, Logger: testLogger(p.t).With("side", "server")})
 		}()
-		return a, nil
+		return countingConn{a, p}, nil
 	}
 	go func() {
 		err := p.c.Run(ctx, open)
