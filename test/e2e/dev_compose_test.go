@@ -83,26 +83,14 @@ func TestDevUpComposeOnly(t *testing.T) {
 	// pod (which skips the install when the volume is warm) fails, the next installs the agent
 	// again, and the forward answers on the same port.
 	u.mustRun("exec", "site", "--namespace", ns, "--", "rm", "-f", "/devtool/bin/devtool-agent", "/devtool/bin/devtool-agent.sha256")
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "dev.devtool/dev=site"})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("dev pod: %v %d", err, len(pods.Items))
-	}
-	if err := cs.CoreV1().Pods(ns).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteDevPod(t, cs, ns, "site")
 	up.waitLine(t, "reconnected", 3*time.Minute)
 	eventually(t, time.Minute, "the forward after the agent was installed again", bodyContains(port, "edited in ./src"))
 
 	// Another agent version recorded on the volume, then the pod deleted: the dial to the new
 	// pod skips the install (warm volume), and the version check over SSH installs this one.
 	u.mustRun("exec", "site", "--namespace", ns, "--", "sh", "-c", "echo other-version > /devtool/bin/devtool-agent.sha256")
-	pods, err = cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "dev.devtool/dev=site"})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("dev pod: %v %d", err, len(pods.Items))
-	}
-	if err := cs.CoreV1().Pods(ns).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteDevPod(t, cs, ns, "site")
 	eventually(t, 2*time.Minute, "the agent's version recorded again", func() error {
 		out, _, err := u.run("exec", "site", "--namespace", ns, "--", "cat", "/devtool/bin/devtool-agent.sha256")
 		if err != nil || strings.Contains(out, "other-version") || len(strings.TrimSpace(out)) != 64 {

@@ -97,13 +97,7 @@ func TestDevUpStatefulSet(t *testing.T) {
 	}
 
 	// Delete the dev pod: the forward answers again on the same port.
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "dev.devtool/dev=store"})
-	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("dev pod: %v %d", err, len(pods.Items))
-	}
-	if err := cs.CoreV1().Pods(ns).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteDevPod(t, cs, ns, "store")
 	up.waitLine(t, "reconnected", 3*time.Minute)
 	eventually(t, time.Minute, "the forward after the pod was deleted", bodyContains(port, "store edited"))
 
@@ -112,18 +106,7 @@ func TestDevUpStatefulSet(t *testing.T) {
 	u.write("compose.yml", strings.Replace(string(compose), "    stop_grace_period: 2s\n",
 		"    stop_grace_period: 2s\n    environment: {GREETING: redeployed}\n", 1))
 	u.mustRun("deploy", "--namespace", ns, "--timeout", "4m")
-	eventually(t, 3*time.Minute, "the mirror follows the redeploy", func() error {
-		m, err := cs.AppsV1().StatefulSets(ns).Get(ctx, "store-devtool", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, e := range m.Spec.Template.Spec.Containers[0].Env {
-			if e.Name == "GREETING" && e.Value == "redeployed" {
-				return nil
-			}
-		}
-		return fmt.Errorf("mirror env %v", m.Spec.Template.Spec.Containers[0].Env)
-	})
+	eventually(t, 3*time.Minute, "the mirror follows the redeploy", mirrorHasEnv(cs, ns, "statefulset", "store-devtool", "GREETING", "redeployed"))
 	eventually(t, 2*time.Minute, "the forward after the rebuild", bodyContains(port, "store edited"))
 	redeployed, err := cs.AppsV1().StatefulSets(ns).Get(ctx, "store", metav1.GetOptions{})
 	if err != nil {

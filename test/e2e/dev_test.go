@@ -19,8 +19,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/devtool/devtool/internal/testcluster"
 )
@@ -164,6 +166,60 @@ func httpGet(port int) (string, error) {
 	return string(b), err
 }
 
+// deleteDevPod deletes the one live pod of dev container dev (one already being deleted does not
+// count; none or several fail the test).
+func deleteDevPod(t *testing.T, cs kubernetes.Interface, ns, dev string) {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "dev.devtool/dev=" + dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p.Name)
+		}
+	}
+	if len(live) != 1 {
+		t.Fatalf("live pods of dev container %s: %v, want one", dev, live)
+	}
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, live[0], metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mirrorHasEnv checks that the dev container (the first) of the mirror, a "deployment" or a
+// "statefulset", has name=value in its environment.
+func mirrorHasEnv(cs kubernetes.Interface, ns, kind, mirror, name, value string) func() error {
+	return func() error {
+		ctx := context.Background()
+		var tmpl corev1.PodTemplateSpec
+		switch kind {
+		case "deployment":
+			d, err := cs.AppsV1().Deployments(ns).Get(ctx, mirror, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			tmpl = d.Spec.Template
+		case "statefulset":
+			s, err := cs.AppsV1().StatefulSets(ns).Get(ctx, mirror, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			tmpl = s.Spec.Template
+		default:
+			return fmt.Errorf("mirrorHasEnv: unknown kind %q", kind)
+		}
+		for _, e := range tmpl.Spec.Containers[0].Env {
+			if e.Name == name && e.Value == value {
+				return nil
+			}
+		}
+		return fmt.Errorf("mirror env %v, want %s=%s", tmpl.Spec.Containers[0].Env, name, value)
+	}
+}
+
 func bodyContains(port int, want string) func() error {
 	return func() error {
 		got, err := httpGet(port)
@@ -237,13 +293,7 @@ func TestDevUpHello(t *testing.T) {
 	}
 
 	// Delete the dev pod: the forward answers again on the same port.
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "dev.devtool/dev=web"})
-	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("dev pod: %v %d", err, len(pods.Items))
-	}
-	if err := cs.CoreV1().Pods(ns).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deleteDevPod(t, cs, ns, "web")
 	up.waitLine(t, "reconnected", 3*time.Minute)
 	eventually(t, time.Minute, "the forward after the pod was deleted", bodyContains(port, "edited locally"))
 
@@ -252,18 +302,7 @@ func TestDevUpHello(t *testing.T) {
 	u.write("compose.yml", strings.Replace(string(compose), "    stop_grace_period: 2s\n    healthcheck:\n      http:",
 		"    stop_grace_period: 2s\n    environment: {GREETING: redeployed}\n    healthcheck:\n      http:", 1))
 	u.mustRun("deploy", "--namespace", ns, "--timeout", "4m")
-	eventually(t, 3*time.Minute, "the mirror follows the redeploy", func() error {
-		m, err := cs.AppsV1().Deployments(ns).Get(ctx, "web-devtool", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, e := range m.Spec.Template.Spec.Containers[0].Env {
-			if e.Name == "GREETING" && e.Value == "redeployed" {
-				return nil
-			}
-		}
-		return fmt.Errorf("mirror env %v", m.Spec.Template.Spec.Containers[0].Env)
-	})
+	eventually(t, 3*time.Minute, "the mirror follows the redeploy", mirrorHasEnv(cs, ns, "deployment", "web-devtool", "GREETING", "redeployed"))
 	eventually(t, 2*time.Minute, "the forward after the rebuild", bodyContains(port, "edited locally"))
 	redeployed, _ := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 	if *redeployed.Spec.Replicas != 0 {
