@@ -9,8 +9,10 @@
 // propagated; when both changed, an edit wins over a delete, a folder wins over
 // a file or link (which is moved aside), and of two file versions the local one
 // keeps the name while the remote one is kept beside it as
-// name.conflict-remote-YYYYMMDD-HHMMSS.ext. Renames are a delete plus a
-// create. Every operation on either side carries the state it was decided from
+// name.conflict-remote-YYYYMMDD-HHMMSS.ext. A file removed and a file of the
+// same content created on one side in one round (a rename, a folder moved) are
+// moved on the other side, not sent again; a move that cannot apply falls back
+// to a removal and a transfer. Every operation on either side carries the state it was decided from
 // and is refused if the path changed meanwhile (then reconciled again), so a
 // concurrent edit is never overwritten. Files are received into a temporary
 // file (".devtool-tmp-*") beside their path and renamed over it, under an
