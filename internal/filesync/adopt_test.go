@@ -36,3 +36,29 @@ func TestPeerMkdirOfAFolderMadeHere(t *testing.T) {
 		t.Fatalf("a second rescan reported %v", changed)
 	}
 }
+
+// TestNewFolderContentIsRescanned: when a new folder's Create event is handled, everything it
+// already holds goes into the batch (made before its watch took, those paths have no event of
+// their own), except temporary files; ignored folders are not descended into.
+func TestNewFolderContentIsRescanned(t *testing.T) {
+	root := t.TempDir()
+	w, err := newWatcher(root, func(rel string) bool { return rel == "d/ignored" })
+	must(t, err)
+	defer w.close()
+	for _, p := range []string{"d/x", "d/sub/y", "d/sub/deeper/z", "d/ignored/q", "d/" + tmpPrefix + "partial"} {
+		must(t, os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755))
+		must(t, os.WriteFile(filepath.Join(root, p), []byte("x"), 0o644))
+	}
+	pending := map[string]struct{}{}
+	w.addNewTree("d", 0, pending)
+	for _, p := range []string{"d/x", "d/sub", "d/sub/y", "d/sub/deeper", "d/sub/deeper/z", "d/ignored"} {
+		if _, ok := pending[p]; !ok {
+			t.Errorf("%s is not in the batch (batch %v)", p, pending)
+		}
+	}
+	for _, p := range []string{"d/ignored/q", "d/" + tmpPrefix + "partial"} {
+		if _, ok := pending[p]; ok {
+			t.Errorf("%s is in the batch", p)
+		}
+	}
+}

@@ -107,10 +107,9 @@ func (w *watcher) loop() {
 				w.forget(ev.Name)
 			}
 			if ev.Has(fsnotify.Create) && !w.ignored(rel) {
-				// Watch a new folder at once; the rescan of the batch walks
-				// what was created in it before the watch took.
+				// Watch a new folder at once, and rescan what it already holds.
 				if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
-					w.addTree(rel, 0)
+					w.addNewTree(rel, 0, pending)
 				}
 			}
 		case err, ok := <-w.w.Errors:
@@ -160,6 +159,31 @@ func (w *watcher) forget(name string) {
 	for _, p := range w.w.WatchList() {
 		if p == name || strings.HasPrefix(p, prefix) {
 			_ = w.w.Remove(p)
+		}
+	}
+}
+
+// addNewTree watches a folder that just appeared and every folder below it, and puts everything
+// they hold in pending. What was made in them before their watches took has no event of its own,
+// and the rescan of the folder itself does not walk it when it is already in the index (a folder
+// this side's sync just made, into which a user put a file at once): such a file was never seen.
+func (w *watcher) addNewTree(rel string, depth int, pending map[string]struct{}) {
+	w.add(rel)
+	if depth > 256 {
+		return
+	}
+	ents, err := os.ReadDir(filepath.Join(w.root, filepath.FromSlash(rel)))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if skipName(e.Name()) || strings.Contains(e.Name(), tmpPrefix) {
+			continue
+		}
+		sub := join(rel, e.Name())
+		pending[sub] = struct{}{}
+		if e.IsDir() && !w.ignored(sub) {
+			w.addNewTree(sub, depth+1, pending)
 		}
 	}
 }
