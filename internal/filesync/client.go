@@ -1008,13 +1008,12 @@ func (c *Client) execute(f *cfolder, plan []action) {
 		case actRemoteRm:
 			id := c.newOp(f, a, false)
 			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opRemove, Path: a.p, Expect: a.r})
-		case actRemoteMove:
+		case actRemoteMove, actRemoteRename:
 			id := c.newOp(f, a, false)
 			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opMove, Path: a.p, To: a.to, Expect: a.r})
-			c.conflict(f, a.p, a.to, "remote")
-		case actRemoteRename:
-			id := c.newOp(f, a, false)
-			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opMove, Path: a.p, To: a.to, Expect: a.r})
+			if a.do == actRemoteMove {
+				c.conflict(f, a.p, a.to, "remote")
+			}
 		case actLocalRename:
 			f.changed = true
 			if _, _, err := f.t.move(a.p, a.to, a.l); err != nil {

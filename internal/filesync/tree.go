@@ -38,12 +38,9 @@ type tree struct {
 	excludes  []string
 	readRules bool     // read .gitignore/.devtoolignore while scanning (client)
 	newDirs   []string // folders made by parents(), reported to the peer
-	// adopted holds folders a peer's mkdir found already made on this side (by a user, before
-	// this side's rescan saw them): their rescan walks them although they are in the index.
-	adopted map[string]struct{}
-	never   []string // relative paths never synced (devtool's own state inside the folder)
-	buf     []byte
-	rootfd  int // the root for the fast put path (-1: none; see fastput_linux.go)
+	never     []string // relative paths never synced (devtool's own state inside the folder)
+	buf       []byte
+	rootfd    int // the root for the fast put path (-1: none; see fastput_linux.go)
 	// onDir, when set, is called for each folder a walk is about to read
 	// (the watcher watches it before its content is read, so nothing
 	// changed during the scan goes unseen and no second scan is needed).
@@ -117,7 +114,7 @@ func openTree(root string, create bool, log *slog.Logger) (*tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sync folder: %w", err)
 	}
-	return &tree{root: root, r: r, log: log, idx: map[string]Entry{}, adopted: map[string]struct{}{}, ign: ignore.New(nil), buf: make([]byte, 64<<10), rootfd: openRootFD(root)}, nil
+	return &tree{root: root, r: r, log: log, idx: map[string]Entry{}, ign: ignore.New(nil), buf: make([]byte, 64<<10), rootfd: openRootFD(root)}, nil
 }
 
 func (t *tree) close() {
@@ -371,8 +368,7 @@ func (t *tree) scanPaths(paths []string) (changed []item, rules bool) {
 		} else if old.racy != e.racy {
 			t.idx[p] = e
 		}
-		if _, adopted := t.adopted[p]; e.Kind == KindDir && (old.Kind != KindDir || adopted) {
-			delete(t.adopted, p)
+		if e.Kind == KindDir && old.Kind != KindDir {
 			seen := map[string]struct{}{}
 			_ = t.walk(p, false, seen, &changed)
 		}
@@ -668,12 +664,8 @@ func (t *tree) mkdir(p string, expect Entry) (Entry, error) {
 		return cur, err
 	}
 	if cur.Kind == KindDir {
-		if t.idx[p].Kind != KindDir {
-			// Made on this side meanwhile: the rescan its Create event brings must still walk it
-			// (it sees a known folder otherwise, and a file made in it before its watch took was
-			// never reported to the peer).
-			t.adopted[p] = struct{}{}
-		}
+		// Made on this side meanwhile, perhaps with content: the watcher puts what it holds in
+		// the batch of its Create event (addNewTree), as the index now knows the folder.
 		t.idx[p] = cur
 		return cur, nil
 	}

@@ -151,7 +151,7 @@ func (w *watcher) loop() {
 // path) and of every folder below it. inotify keeps a watch on a moved
 // folder's inode, and fsnotify drops only the moved folder's own: the watches
 // of its subfolders would go on reporting their events under the old path,
-// and adding the new path (addTree on the move's Create event) gets the same
+// and adding the new path (addNewTree on the move's Create event) gets the same
 // watch back, still named by the old path. So changes below a renamed folder
 // were missed until the next full rescan.
 func (w *watcher) forget(name string) {
@@ -184,27 +184,6 @@ func (w *watcher) addNewTree(rel string, depth int, pending map[string]struct{})
 		pending[sub] = struct{}{}
 		if e.IsDir() && !w.ignored(sub) {
 			w.addNewTree(sub, depth+1, pending)
-		}
-	}
-}
-
-// addTree watches folder rel and every folder below it that is not ignored.
-func (w *watcher) addTree(rel string, depth int) {
-	w.add(rel)
-	if depth > 256 {
-		return
-	}
-	ents, err := os.ReadDir(filepath.Join(w.root, filepath.FromSlash(rel)))
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if !e.IsDir() || skipName(e.Name()) {
-			continue
-		}
-		sub := join(rel, e.Name())
-		if !w.ignored(sub) {
-			w.addTree(sub, depth+1)
 		}
 	}
 }
