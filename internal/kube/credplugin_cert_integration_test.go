@@ -14,7 +14,6 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -80,26 +79,7 @@ func TestCredentialPluginCertificateOnCluster(t *testing.T) {
 	}
 	t.Logf("the API server saw %q", got.Status.UserInfo.Username)
 
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sh"}, Spec: corev1.PodSpec{
-		TerminationGracePeriodSeconds: new(int64),
-		Containers:                    []corev1.Container{{Name: "sh", Image: "docker.io/library/busybox:local", ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}}}}
-	if _, err := cl.Clientset.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p, err := cl.Clientset.CoreV1().Pods(ns).Get(ctx, "sh", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Status.Phase == corev1.PodRunning {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("pod not running: %+v", p.Status)
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
+	startPod(t, ctx, cl.Clientset, ns, "sh", "sleep", "3600")
 	var out bytes.Buffer
 	if err := cl.Exec(ctx, kube.ExecOptions{Namespace: ns, Pod: "sh", Command: []string{"echo", "hello"}, Stdout: &out, Stderr: &out}); err != nil {
 		t.Fatalf("exec with the plugin's certificate: %v (%s)", err, out.String())

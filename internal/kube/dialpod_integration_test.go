@@ -13,10 +13,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/devtool/devtool/internal/kube"
 	"github.com/devtool/devtool/internal/testcluster"
 )
 
@@ -28,21 +24,7 @@ func TestDialPod(t *testing.T) {
 	ns := c.Namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "lo"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "lo", Image: testcluster.Image, ImagePullPolicy: corev1.PullNever,
-			Command: []string{"sh", "-c", "mkdir -p /www && echo loopback-only > /www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /www"},
-		}}},
-	}
-	if _, err := c.Clientset.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.WaitForPods(ctx, c.Clientset, ns, "", func(ps []corev1.Pod) bool {
-		return len(ps) == 1 && kube.PodReady(&ps[0])
-	}); err != nil {
-		t.Fatal(err)
-	}
+	startPod(t, ctx, c.Clientset, ns, "lo", "sh", "-c", "mkdir -p /www && echo loopback-only > /www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /www")
 	before := runtime.NumGoroutine()
 
 	get := func() (string, error) {

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/devtool/devtool/internal/kube"
 	"github.com/devtool/devtool/internal/testcluster"
 )
@@ -29,18 +26,7 @@ func TestExecOneWriterForBothStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sh", Labels: map[string]string{"app": "sh"}}, Spec: corev1.PodSpec{
-		TerminationGracePeriodSeconds: new(int64),
-		Containers: []corev1.Container{{Name: "sh", Image: "docker.io/library/busybox:local",
-			ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}}}}
-	if _, err := cl.Clientset.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.WaitForPods(ctx, cl.Clientset, ns, "app=sh", func(ps []corev1.Pod) bool {
-		return len(ps) == 1 && ps[0].Status.Phase == corev1.PodRunning
-	}); err != nil {
-		t.Fatal(err)
-	}
+	startPod(t, ctx, cl.Clientset, ns, "sh", "sleep", "3600")
 	for i := 0; i < 20; i++ {
 		var out bytes.Buffer
 		err := cl.Exec(ctx, kube.ExecOptions{Namespace: ns, Pod: "sh",

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/devtool/devtool/internal/kube"
@@ -173,4 +174,26 @@ func TestHarness(t *testing.T) {
 			t.Fatalf("writer logs %q (%v), want %q", raw, err, "persisted")
 		}
 	})
+}
+
+// startPod creates a one-container pod of the test image running command (no grace period on
+// delete) through cs, and waits until it is Ready.
+func startPod(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, name string, command ...string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"test-pod": name}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{Name: name, Image: testcluster.Image, ImagePullPolicy: corev1.PullNever,
+				Command: command}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.WaitForPods(ctx, cs, ns, "test-pod="+name, func(ps []corev1.Pod) bool {
+		return len(ps) == 1 && kube.PodReady(&ps[0])
+	}); err != nil {
+		t.Fatalf("pod %s not ready: %v", name, err)
+	}
 }
