@@ -21,17 +21,7 @@ import (
 func TestManifestKeepsNestedComposeObjects(t *testing.T) {
 	c := testcluster.Connect(t)
 	ns := c.Namespace(t)
-	u := newUser(t, c)
-	u.extra = append(u.extra, "DEVTOOL_BIN="+devtoolBin)
-	u.write("inner/compose.yml", `services:
-  web:
-    image: docker.io/library/busybox:local
-    command: sleep 3600
-`)
-	u.write("devtool.yml", `name: nester
-deploy:
-  - cd inner && "$DEVTOOL_BIN" deploy --namespace "$DEVTOOL_NAMESPACE" --name nester
-`)
+	u := nestedUser(t, c, "nester", "nester")
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
 		u.mustRun("deploy", "--namespace", ns, "--timeout", "4m")
@@ -52,17 +42,7 @@ deploy:
 func TestManifestNestedDeployOfAnotherEnvironment(t *testing.T) {
 	c := testcluster.Connect(t)
 	ns := c.Namespace(t)
-	u := newUser(t, c)
-	u.extra = append(u.extra, "DEVTOOL_BIN="+devtoolBin)
-	u.write("inner/compose.yml", `services:
-  web:
-    image: docker.io/library/busybox:local
-    command: sleep 3600
-`)
-	u.write("devtool.yml", `name: outer
-deploy:
-  - cd inner && "$DEVTOOL_BIN" deploy --namespace "$DEVTOOL_NAMESPACE" --name inner-env
-`)
+	u := nestedUser(t, c, "outer", "inner-env")
 	ctx := context.Background()
 	u.mustRun("deploy", "--namespace", ns, "--timeout", "4m")
 	d, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
@@ -85,4 +65,20 @@ deploy:
 	if _, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("after destroying inner-env: %v", err)
 	}
+}
+
+// nestedUser is a folder whose devtool.yml (name outer) has one deploy command: a devtool deploy,
+// under --name inner, of inner/compose.yml (one busybox Deployment, web).
+func nestedUser(t *testing.T, c *testcluster.Cluster, outer, inner string) *user {
+	u := newUser(t, c)
+	u.extra = append(u.extra, "DEVTOOL_BIN="+devtoolBin)
+	u.write("inner/compose.yml", `services:
+  web:
+    image: docker.io/library/busybox:local
+    command: sleep 3600
+`)
+	u.write("devtool.yml", "name: "+outer+`
+deploy:
+  - cd inner && "$DEVTOOL_BIN" deploy --namespace "$DEVTOOL_NAMESPACE" --name `+inner+"\n")
+	return u
 }
