@@ -44,6 +44,8 @@ type Up struct {
 	// gone, and a file missing there is no deletion to carry over. May be nil.
 	FreshHome func(pod string)
 	Logger    *slog.Logger
+
+	onReport func(Event) // Run's own hook (the ready state starts the dev command)
 }
 
 // StoppedError ends `up` when something outside changed the dev container.
@@ -62,6 +64,9 @@ func (u *Up) Report(e Event) {
 	}
 	if u.Logger != nil {
 		u.Logger.Info("state", "state", e.State, "message", e.Message)
+	}
+	if u.onReport != nil {
+		u.onReport(e)
 	}
 	if u.Progress != nil {
 		u.Progress(e)

@@ -2,6 +2,14 @@ package up
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os/signal"
+	"syscall"
+
+	"github.com/devtool/devtool/internal/cmdutil"
+	"github.com/devtool/devtool/internal/dev"
+	"github.com/devtool/devtool/internal/manifest"
 )
 
 func run(ctx context.Context, opts *Options) error {
@@ -12,4 +20,56 @@ func run(ctx context.Context, opts *Options) error {
 	defer p.state.Unlock()
 	defer p.log.Close()
 	return runSession(ctx, opts, p)
+}
+
+// runSession runs the session (dev.Up.Run) and says on stderr what happens: every state change
+// without a terminal, only failed and ready on one (the dev shell owns it).
+func runSession(ctx context.Context, opts *Options, p *prepared) error {
+	d := p.dev.Dev
+	tty := opts.IO.CanPrompt() && opts.IO.IsStdoutTTY()
+	p.dev.Progress = func(e dev.Event) {
+		if !tty || e.State == dev.StateFailed || e.State == dev.StateReady {
+			fmt.Fprintf(opts.IO.ErrOut, "%s: %s\n", e.State, e.Message)
+		}
+	}
+	so := dev.SessionOptions{TTY: tty, Command: devCommand(opts, d), Stdin: opts.IO.In, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut, Reset: opts.Reset,
+		Notify: func(n dev.Notice) {
+			if n.Kind == dev.NoticeLost && tty {
+				return
+			}
+			fmt.Fprintln(opts.IO.ErrOut, n.Message)
+		}}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+	defer stop()
+	err := p.dev.Run(ctx, so)
+	var (
+		stopped *dev.StoppedError
+		ended   *dev.CommandEndedError
+		fwd     *dev.ForwardError
+	)
+	switch {
+	case errors.As(err, &ended):
+		if ended.Code != 0 {
+			return &cmdutil.ExitStatus{Code: ended.Code}
+		}
+		return nil
+	case errors.As(err, &stopped):
+		fmt.Fprintf(opts.IO.ErrOut, "%s: stopping\n", stopped.Error())
+		return nil
+	case errors.As(err, &fwd):
+		return cmdutil.WithHint(err, "another program uses that port: change dev."+d.Name+".forward")
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		fmt.Fprintf(opts.IO.ErrOut, "Stopped. The dev container %s stays active: 'devtool exec %s -- CMD' works; 'devtool down %s' ends it\n", d.Name, d.Name, d.Name)
+		return nil
+	}
+	return err
+}
+
+// devCommand is --command (shell text), else the dev entry's command; nil means a login
+// shell on a terminal and nothing without one.
+func devCommand(opts *Options, d *manifest.Dev) []string {
+	if opts.Command != "" {
+		return []string{"sh", "-c", opts.Command}
+	}
+	return d.Command
 }

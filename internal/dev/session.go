@@ -1,0 +1,317 @@
+package dev
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/devtool/devtool/internal/devssh"
+	"github.com/devtool/devtool/internal/filesync"
+	"github.com/devtool/devtool/internal/manifest"
+)
+
+// SessionOptions are the inputs of Up.Run, the connection half of `devtool up`.
+type SessionOptions struct {
+	// TTY runs the dev command once with a PTY (its end ends Run with a *CommandEndedError);
+	// otherwise the dev command runs again on each new connection.
+	TTY bool
+	// Command is the dev command; nil is a login shell with TTY and nothing without.
+	Command []string
+	// The dev command's streams (Stdin only with TTY).
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Reset forgets the sync state: every file is compared anew.
+	Reset bool
+	// Notify gets what the user may want to know besides the state changes (forwards, lost
+	// and restored connections, a dev command that exited); may be nil.
+	Notify func(Notice)
+}
+
+// NoticeKind says what a Notice is about.
+type NoticeKind int
+
+// The notices of a session.
+const (
+	// NoticeForwarding: a forward listens (once per forward, after the first connection).
+	NoticeForwarding NoticeKind = iota + 1
+	// NoticeLost: the connection to the agent broke; the session reconnects.
+	NoticeLost
+	// NoticeReconnected: the session is connected again.
+	NoticeReconnected
+	// NoticeCommandExited: the dev command (without TTY) exited; it runs again after the next
+	// reconnect.
+	NoticeCommandExited
+)
+
+// Notice is one sentence for the user.
+type Notice struct {
+	Kind    NoticeKind
+	Message string
+}
+
+// CommandEndedError ends Run when the dev command run with a TTY ended; Code is its exit code.
+type CommandEndedError struct{ Code int }
+
+func (e *CommandEndedError) Error() string {
+	return fmt.Sprintf("the dev command ended with code %d", e.Code)
+}
+
+// ForwardError is a forward whose local port could not be taken.
+type ForwardError struct {
+	Local int32
+	Err   error
+}
+
+func (e *ForwardError) Error() string { return fmt.Sprintf("forward %d: %v", e.Local, e.Err) }
+func (e *ForwardError) Unwrap() error { return e.Err }
+
+// Run is `up` after the preparation: it loads the keys from the state folder, activates the dev
+// container (Start), connects to its agent over SSH with the forwards, runs the sync and the
+// dev command, and follows the dev container (Follow) until ctx ends (ctx's error), the dev
+// command with a TTY ends (*CommandEndedError), or the dev container stops (*StoppedError).
+// State changes go to Report (and Progress), everything else to o.Notify.
+func (u *Up) Run(ctx context.Context, o SessionOptions) error {
+	d := u.Dev
+	signer, err := devssh.LoadOrCreateKey(u.State.KeyFile())
+	if err != nil {
+		return err
+	}
+	u.AuthorizedKey = ssh.MarshalAuthorizedKey(signer.PublicKey())
+	// The agent's host key is made here and installed with the agent (a pod without a dev
+	// volume would otherwise make a new one each time, breaking the pin on reconnect); its
+	// public half is pinned whenever Install places it in a pod.
+	if u.HostKey, err = devssh.MarshalKey(u.State.HostKeyFile()); err != nil {
+		return err
+	}
+	u.KnownHostsFile = u.State.KnownHostsFile()
+	notify := func(k NoticeKind, format string, args ...any) {
+		if o.Notify != nil {
+			o.Notify(Notice{Kind: k, Message: fmt.Sprintf(format, args...)})
+		}
+	}
+	ready := make(chan struct{})
+	var readyOnce sync.Once
+	u.onReport = func(e Event) {
+		if e.State == StateReady {
+			readyOnce.Do(func() { close(ready) })
+		}
+	}
+	defer func() { u.onReport = nil }()
+	// A dev home found new or emptied (see Up.FreshHome) makes the sync compare every file
+	// anew instead of taking the files missing there for deletions to carry over.
+	var (
+		scMu      sync.Mutex
+		sc        *filesync.Client
+		freshHome bool
+	)
+	u.FreshHome = func(pod string) {
+		scMu.Lock()
+		defer scMu.Unlock()
+		if sc == nil {
+			freshHome = true
+			return
+		}
+		u.logInfo("the dev home in the new pod is new or was emptied: the sync compares every file anew", "pod", pod)
+		sc.Reset()
+	}
+	a, dialer, err := u.Start(ctx)
+	if err != nil {
+		return err
+	}
+	dialer.OnPod = func(pod string) {
+		u.Report(Event{State: StateAttaching, Message: "connecting to pod " + pod})
+	}
+
+	sess := devssh.NewSession(dialer.Dial, devssh.ClientConfig{Signer: signer, KnownHostsFile: u.State.KnownHostsFile(), Logger: u.Logger})
+	for _, f := range d.Forward {
+		host := "127.0.0.1"
+		if f.Service != "" {
+			host = f.Service
+		}
+		if err := sess.Forward(int(f.Local), host, int(f.Remote)); err != nil {
+			return &ForwardError{Local: f.Local, Err: err}
+		}
+	}
+	for _, r := range d.Reverse {
+		if err := sess.Reverse(int(r.Remote), net.JoinHostPort("127.0.0.1", strconv.Itoa(int(r.Local)))); err != nil {
+			return err
+		}
+	}
+
+	if len(d.Sync) > 0 {
+		scMu.Lock()
+		c, err := filesync.NewClient(filesync.ClientOptions{Folders: syncFolders(d), StateDir: u.State.SyncDir(), Reset: o.Reset || freshHome, Logger: syncLogger(u.Logger)})
+		sc = c
+		scMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	svc := StatusService{Addr: ln.Addr().String(), User: "devtool", Password: NewCredential(16)}
+	if err := u.State.WriteStatusService(svc); err != nil {
+		ln.Close()
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { <-gctx.Done(); return ln.Close() })
+	if sc != nil {
+		g.Go(func() error { return filesync.ServeStatus(ln, svc.User, svc.Password, sc) })
+	}
+	g.Go(func() error { return sess.Run(gctx) })
+	g.Go(func() error { return u.Follow(gctx, a, dialer) })
+	conns := make(chan Opener, 1)
+	clients := make(chan *devssh.Client, 1)
+	g.Go(func() error {
+		// The dev command: on a terminal, once, with a PTY (its end ends up); otherwise run
+		// again on each new connection, its output on ours.
+		select {
+		case <-ready:
+		case <-gctx.Done():
+			return nil
+		}
+		if !o.TTY && len(o.Command) == 0 {
+			return nil
+		}
+		var stdin io.Reader
+		if o.TTY {
+			stdin = o.Stdin
+		}
+		for {
+			var c *devssh.Client
+			select {
+			case c = <-clients:
+			case <-gctx.Done():
+				return nil
+			}
+			u.logDebug("starting the dev command", "command", o.Command)
+			code, err := c.Exec(gctx, devssh.ExecOptions{Command: o.Command, Stdin: stdin, Stdout: o.Stdout, Stderr: o.Stderr, TTY: o.TTY})
+			if o.TTY && err == nil {
+				return &CommandEndedError{Code: code}
+			}
+			if gctx.Err() != nil {
+				return nil
+			}
+			if err == nil {
+				notify(NoticeCommandExited, "the dev command exited with code %d; it runs again after the next reconnect", code)
+			}
+		}
+	})
+	if sc != nil {
+		loop := &SyncLoop{Client: sc, Report: u.Report, Logger: syncLogger(u.Logger)}
+		g.Go(func() error { return loop.Run(gctx, conns) })
+	}
+	g.Go(func() error {
+		first := true
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case ev := <-sess.Events():
+				u.logInfo("connection", "event", ev.Kind.String(), "took", ev.Duration, "attempts", ev.Attempts, "err", ev.Err)
+				if ev.Client == nil {
+					if ev.Kind == devssh.Lost {
+						notify(NoticeLost, "connection lost (%v); reconnecting", ev.Err)
+					}
+					continue
+				}
+				if first {
+					for i, a := range sess.ForwardAddrs() {
+						if i < len(d.Forward) {
+							f := d.Forward[i]
+							to := strconv.Itoa(int(f.Remote))
+							if f.Service != "" {
+								to = f.Service + ":" + to
+							}
+							notify(NoticeForwarding, "forwarding %s -> %s", a, to)
+						}
+					}
+				} else {
+					notify(NoticeReconnected, "reconnected to %s in %s; forwards answer again on the same ports", dialer.Pod(), ev.Duration.Round(time.Millisecond))
+				}
+				c := ev.Client
+				if dialer.InstallSkipped() {
+					// The dial went straight to the agent on the warm volume: check its version
+					// beside the rest (one exec over this connection).
+					pod := dialer.Pod()
+					g.Go(func() error {
+						if _, err := u.CheckAgent(gctx, c, pod, a.Container); err != nil && gctx.Err() == nil {
+							u.logWarn("checking the agent", "err", err)
+						}
+						return nil
+					})
+				}
+				select { // only the newest connection matters to the dev command
+				case <-clients:
+				default:
+				}
+				clients <- c
+				if sc == nil {
+					if first {
+						u.Report(Event{State: StateReady, Message: "connected; the dev container is ready (nothing to synchronize)"})
+					}
+					first = false
+					continue
+				}
+				first = false
+				select {
+				case conns <- func() (io.ReadWriteCloser, error) { return c.OpenSubsystem(SyncSubsystem) }:
+				case <-gctx.Done():
+					return nil
+				}
+			}
+		}
+	})
+	err = g.Wait()
+	if err == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func syncFolders(d *manifest.Dev) []filesync.Folder {
+	var out []filesync.Folder
+	for _, s := range d.Sync {
+		out = append(out, filesync.Folder{Local: s.Local, Remote: s.Remote})
+	}
+	return out
+}
+
+// syncLogger tags the sync engine's lines (component=sync, as the agent does) so doctor can
+// collect both sides' sync logs.
+func syncLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return nil
+	}
+	return l.With("component", "sync")
+}
+
+func (u *Up) logInfo(msg string, args ...any) {
+	if u.Logger != nil {
+		u.Logger.Info(msg, args...)
+	}
+}
+
+func (u *Up) logWarn(msg string, args ...any) {
+	if u.Logger != nil {
+		u.Logger.Warn(msg, args...)
+	}
+}
+
+func (u *Up) logDebug(msg string, args ...any) {
+	if u.Logger != nil {
+		u.Logger.Debug(msg, args...)
+	}
+}
