@@ -86,18 +86,24 @@ func Dial(ctx context.Context, conn net.Conn, cfg ClientConfig) (*Client, error)
 		Timeout:           cfg.HandshakeTimeout,
 		ClientVersion:     "SSH-2.0-devtool",
 	}
-	deadline := time.Now().Add(cfg.HandshakeTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	// The handshake ends after HandshakeTimeout by closing conn: a port-forward stream has no
+	// deadlines (SetDeadline fails), and an agent that accepts but never answers would
+	// otherwise hold the dial, and every reconnection, for ever.
+	hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
+	defer cancel()
+	if d, ok := hctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
 	}
-	_ = conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	stop := context.AfterFunc(hctx, func() { conn.Close() })
 	cc, chans, reqs, err := ssh.NewClientConn(conn, "devtool-agent", sc)
 	stopped := stop()
 	if err != nil {
 		conn.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if hctx.Err() != nil {
+			return nil, fmt.Errorf("ssh handshake with the agent: no answer within %s", cfg.HandshakeTimeout)
 		}
 		var hk *HostKeyChangedError
 		if errors.As(err, &hk) {
@@ -110,7 +116,10 @@ func Dial(ctx context.Context, conn net.Conn, cfg ClientConfig) (*Client, error)
 	}
 	if !stopped {
 		cc.Close()
-		return nil, ctx.Err()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("ssh handshake with the agent: no answer within %s", cfg.HandshakeTimeout)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	c := &Client{ssh: ssh.NewClient(cc, chans, reqs), conn: conn, log: cfg.Logger, done: make(chan struct{})}

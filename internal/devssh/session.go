@@ -49,10 +49,29 @@ type Event struct {
 }
 
 // Backoff between reconnection attempts: starts at backoffMin, doubles, caps at backoffMax.
+// An agent that keeps dying right after the handshake (connections that live less than
+// healthyPeriod, one after the other) makes the wait before the next dial grow too, doubling
+// per short-lived connection up to flapMax; a connection that stayed up for healthyPeriod
+// resets it. The first loss after a healthy connection reconnects at once.
 const (
-	backoffMin = 50 * time.Millisecond
-	backoffMax = time.Second
+	backoffMin    = 50 * time.Millisecond
+	backoffMax    = time.Second
+	flapMax       = 30 * time.Second
+	healthyPeriod = time.Minute
 )
+
+// lostBackoff is the wait before dialling again after the flaps-th short-lived connection in a
+// row: none for the first, then backoffMin doubling up to flapMax.
+func lostBackoff(flaps int) time.Duration {
+	if flaps <= 1 {
+		return 0
+	}
+	d := backoffMin
+	for i := 2; i < flaps && d < flapMax; i++ {
+		d *= 2
+	}
+	return min(d, flapMax)
+}
 
 // DefaultForwardWait is how long a connection to a local forward waits for the
 // agent connection to come back before it is closed.
@@ -266,6 +285,7 @@ func (s *Session) Run(ctx context.Context) error {
 	first := true
 	start := time.Now()
 	backoff := time.Duration(0)
+	flaps := 0 // short-lived connections in a row (lostBackoff)
 	attempts := 0
 	var lastErr error
 	for {
@@ -316,6 +336,7 @@ func (s *Session) Run(ctx context.Context) error {
 			}()
 		}
 		s.emit(Event{Kind: kind, Client: c, Duration: time.Since(start), Attempts: attempts})
+		connected := time.Now()
 		select {
 		case <-ctx.Done():
 			c.Close()
@@ -333,8 +354,16 @@ func (s *Session) Run(ctx context.Context) error {
 		s.mu.Unlock()
 		start = time.Now()
 		attempts = 0
-		backoff = 0
+		if time.Since(connected) < healthyPeriod {
+			flaps++
+		} else {
+			flaps = 0
+		}
+		backoff = lostBackoff(flaps)
 		lastErr = nil
+		if backoff > 0 {
+			s.cfg.Logger.Debug("the agent's connections keep ending early: waiting before the next dial", "wait", backoff, "shortLived", flaps)
+		}
 		s.emit(Event{Kind: Lost, Err: reason})
 	}
 }

@@ -370,3 +370,54 @@ func TestKeepaliveDetectsSilentPeer(t *testing.T) {
 		t.Fatal("silent peer not detected")
 	}
 }
+
+// An agent whose connections keep ending right away is dialled again after a wait that grows
+// per short-lived connection, bounded; the first loss reconnects at once.
+func TestLostBackoffGrowsBounded(t *testing.T) {
+	want := []time.Duration{0, 0, backoffMin, 2 * backoffMin, 4 * backoffMin}
+	for flaps, w := range want {
+		if got := lostBackoff(flaps); got != w {
+			t.Errorf("lostBackoff(%d) = %s, want %s", flaps, got, w)
+		}
+	}
+	prev := time.Duration(0)
+	for flaps := 1; flaps < 100; flaps++ {
+		got := lostBackoff(flaps)
+		if got < prev || got > flapMax {
+			t.Fatalf("lostBackoff(%d) = %s after %s: not growing within %s", flaps, got, prev, flapMax)
+		}
+		prev = got
+	}
+	if prev != flapMax {
+		t.Errorf("the wait stops growing at %s, want %s", prev, flapMax)
+	}
+}
+
+// noDeadlineConn is a stream without deadlines, as a Kubernetes port-forward stream is.
+type noDeadlineConn struct{ net.Conn }
+
+func (noDeadlineConn) SetDeadline(time.Time) error      { return errors.New("no deadlines") }
+func (noDeadlineConn) SetReadDeadline(time.Time) error  { return errors.New("no deadlines") }
+func (noDeadlineConn) SetWriteDeadline(time.Time) error { return errors.New("no deadlines") }
+
+// An agent that takes the connection and never answers ends the handshake after
+// HandshakeTimeout even on a stream without deadlines (it hung for ever before).
+func TestHandshakeTimeoutWithoutDeadlines(t *testing.T) {
+	dir := t.TempDir()
+	signer, err := LoadOrCreateKey(filepath.Join(dir, "id_ed25519"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, server := net.Pipe()
+	defer server.Close()
+	go func() { _, _ = io.Copy(io.Discard, server) }() // reads the client's banner, answers nothing
+	cfg := ClientConfig{Signer: signer, KnownHostsFile: filepath.Join(dir, "known_hosts"), HandshakeTimeout: 100 * time.Millisecond}
+	c, err := Dial(context.Background(), noDeadlineConn{client}, cfg)
+	if err == nil {
+		c.Close()
+		t.Fatal("the handshake with a silent peer succeeded")
+	}
+	if !strings.Contains(err.Error(), "no answer within 100ms") {
+		t.Errorf("error %q does not say the handshake timed out", err)
+	}
+}
