@@ -376,6 +376,11 @@ func Down(ctx context.Context, o DownOptions) (DownResult, error) {
 		}
 		res.Restored = append(res.Restored, w.String())
 	}
+	// The lease of the up that owned it goes with the dev container (that up stops: the
+	// watcher sees the original restored).
+	if err := cs.CoordinationV1().Leases(ns).Delete(ctx, LeaseName(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		return res, fmt.Errorf("dev %s: deleting its lease %s: %w", name, LeaseName(name), err)
+	}
 	if o.Volumes {
 		pvcs, err := cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {

@@ -49,7 +49,7 @@ type InstallResult struct {
 	HostKeyInstalled bool
 }
 
-// Install writes the authorized key and, unless the dev volume already holds the same agent
+// Install adds the authorized key (other machines' keys stay) and, unless the dev volume already holds the same agent
 // (its recorded sha256), uploads the agent through the exec API: written to a temporary
 // file, made executable and renamed, so the launcher never runs a half-written binary.
 func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
@@ -65,8 +65,14 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 		hostKey = fmt.Sprintf(`if [ -e %[1]s/ssh/host_ed25519 ]; then echo hostkey=kept; cat > /dev/null; `+
 			`else cat > %[1]s/ssh/.host_ed25519.tmp; mv -f %[1]s/ssh/.host_ed25519.tmp %[1]s/ssh/host_ed25519; echo hostkey=installed; fi`, Home)
 	}
-	script := fmt.Sprintf(`set -e; umask 077; mkdir -p %[1]s/ssh %[1]s/bin; IFS= read -r key; printf '%%s\n' "$key" > %[1]s/ssh/.authorized_keys.tmp; `+
-		`mv -f %[1]s/ssh/.authorized_keys.tmp %[1]s/ssh/authorized_keys; %[3]s; `+
+	// The key is added to authorized_keys, never put in place of it: each machine (each home
+	// and folder) has its own key, and a second one's up must not lock the first out. The
+	// lines are copied to a temporary file, the key appended unless a line has its type and
+	// data already, and the file renamed into place.
+	script := fmt.Sprintf(`set -e; set -f; umask 077; mkdir -p %[1]s/ssh %[1]s/bin; IFS= read -r key; set -- $key; k="$1 $2"; have=; `+
+		`t=%[1]s/ssh/.authorized_keys.tmp; f=%[1]s/ssh/authorized_keys; : > "$t"; `+
+		`if [ -f "$f" ]; then while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l" >> "$t"; set -- $l; if [ "$1 $2" = "$k" ]; then have=1; fi; done < "$f"; fi; `+
+		`if [ -z "$have" ]; then printf '%%s\n' "$key" >> "$t"; mv -f "$t" "$f"; else rm -f "$t"; fi; %[3]s; `+
 		`echo "sha=$(cat %[2]s.sha256 2>/dev/null || true)"; echo "arch=$(uname -m 2>/dev/null || true)"`, Home, AgentPath, hostKey)
 	stdin := append(append(bytes.TrimRight(append([]byte(nil), o.AuthorizedKey...), "\n"), '\n'), o.HostKey...)
 	var out, errb bytes.Buffer

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/devtool/devtool/internal/kube"
@@ -41,5 +45,60 @@ func TestInstallLooksUpTheNodeOnlyWithoutUname(t *testing.T) {
 			t.Errorf("uname %q: arch %q (agent for %q), %d node lookups, uploaded %v, err %v; want %q and %d lookups",
 				tc.machine, res.Arch, asked, lookups, res.Uploaded, err, tc.want, tc.lookups)
 		}
+	}
+}
+
+// localExec runs Install's scripts with this machine's sh, the pod's home (Home) moved to dir.
+type localExec struct{ dir string }
+
+func (l localExec) Exec(ctx context.Context, o kube.ExecOptions) error {
+	args := append([]string(nil), o.Command...)
+	args[len(args)-1] = strings.ReplaceAll(args[len(args)-1], Home+"/", l.dir+"/")
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	return cmd.Run()
+}
+
+// A second machine's install adds its key beside the first's (it replaced the file before, which
+// locked the first machine out); the same key again adds nothing; a file without a final
+// newline keeps its last line whole.
+func TestInstallAddsKeysPerMachine(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	keyA, keyB := "ssh-ed25519 AAAAkeyA", "ssh-ed25519 AAAAkeyB/+= laptop"
+	install := func(key string) {
+		t.Helper()
+		_, err := Install(context.Background(), InstallOptions{Exec: localExec{dir}, Pod: "p", Container: "c", AuthorizedKey: []byte(key + "\n"),
+			Agent: func(string) ([]byte, string, error) { return []byte("bin"), "sum", nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, "ssh", "authorized_keys"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	install(keyA)
+	install(keyB)
+	if got, want := read(), keyA+"\n"+keyB+"\n"; got != want {
+		t.Fatalf("after two machines: %q, want %q", got, want)
+	}
+	install(keyA)
+	install("ssh-ed25519 AAAAkeyB/+= other-comment")
+	if got, want := read(), keyA+"\n"+keyB+"\n"; got != want {
+		t.Fatalf("after the same keys again: %q, want %q", got, want)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ssh", "authorized_keys"), []byte(keyA), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	install(keyB)
+	if got, want := read(), keyA+"\n"+keyB+"\n"; got != want {
+		t.Fatalf("after a file without a final newline: %q, want %q", got, want)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/user"
 	"strconv"
 	"sync"
 	"time"
@@ -30,6 +32,10 @@ type SessionOptions struct {
 	Stdout, Stderr io.Writer
 	// Reset forgets the sync state: every file is compared anew.
 	Reset bool
+	// Folder is the manifest folder, shown to another `up` refused by this one's lease.
+	Folder string
+	// Force takes the dev container's lease over from another live `up` (which then stops).
+	Force bool
 	// Notify gets what the user may want to know besides the state changes (forwards, lost
 	// and restored connections, a dev command that exited); may be nil.
 	Notify func(Notice)
@@ -49,6 +55,8 @@ const (
 	// NoticeCommandExited: the dev command (without TTY) exited; it runs again after the next
 	// reconnect.
 	NoticeCommandExited
+	// NoticeTookOver: Force took the dev container over from another live `up`.
+	NoticeTookOver
 )
 
 // Notice is one sentence for the user.
@@ -96,6 +104,23 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) error {
 		if o.Notify != nil {
 			o.Notify(Notice{Kind: k, Message: fmt.Sprintf(format, args...)})
 		}
+	}
+	// One owner: the lease is taken before anything changes in the cluster, so a refused up
+	// leaves the holder's dev container as it is.
+	holder := Holder{ID: ssh.FingerprintSHA256(signer.PublicKey()), Host: hostUser(), Folder: o.Folder, PID: os.Getpid()}
+	lease, took, err := AcquireLease(ctx, u.Kube.Clientset, u.Namespace, d.Name, holder, o.Force)
+	if err != nil {
+		u.fail(err)
+		return err
+	}
+	defer func() {
+		if err := lease.Release(ctx); err != nil {
+			u.logWarn("releasing the lease", "err", err)
+		}
+	}()
+	if took != nil {
+		u.logWarn("took the dev container over", "from", took.String())
+		notify(NoticeTookOver, "took dev container %s over from %s (--force): that up stops", d.Name, took)
 	}
 	ready := make(chan struct{})
 	var readyOnce sync.Once
@@ -172,6 +197,14 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) error {
 	}
 	g.Go(func() error { return sess.Run(gctx) })
 	g.Go(func() error { return u.Follow(gctx, a, dialer) })
+	g.Go(func() error {
+		err := lease.Keep(gctx, u.logWarn)
+		if lease.Err() != nil {
+			u.Report(Event{State: StateFailed, Message: err.Error()})
+			return err
+		}
+		return nil
+	})
 	conns := make(chan Opener, 1)
 	clients := make(chan *devssh.Client, 1)
 	g.Go(func() error {
@@ -279,6 +312,16 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// hostUser is user@host of this process, as a lease shows it.
+func hostUser() string {
+	h, _ := os.Hostname()
+	u := "unknown"
+	if cur, err := user.Current(); err == nil {
+		u = cur.Username
+	}
+	return u + "@" + h
 }
 
 func syncFolders(d *manifest.Dev) []filesync.Folder {

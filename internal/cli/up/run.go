@@ -33,6 +33,7 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		}
 	}
 	so := dev.SessionOptions{TTY: tty, Command: devCommand(opts, d), Stdin: opts.IO.In, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut, Reset: opts.Reset,
+		Folder: p.project.Dir, Force: opts.Force,
 		Notify: func(n dev.Notice) {
 			if n.Kind == dev.NoticeLost && tty {
 				return
@@ -46,6 +47,8 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		stopped *dev.StoppedError
 		ended   *dev.CommandEndedError
 		fwd     *dev.ForwardError
+		held    *dev.LeaseHeldError
+		lost    *dev.LeaseLostError
 	)
 	switch {
 	case errors.As(err, &ended):
@@ -56,6 +59,10 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 	case errors.As(err, &stopped):
 		fmt.Fprintf(opts.IO.ErrOut, "%s: stopping\n", stopped.Error())
 		return nil
+	case errors.As(err, &held):
+		return cmdutil.WithHint(err, "stop that up first, or take the dev container over with 'devtool up "+d.Name+" --force' (that up then stops)")
+	case errors.As(err, &lost):
+		return cmdutil.WithHint(err, "run 'devtool up "+d.Name+" --force' to take it back")
 	case errors.As(err, &fwd):
 		return cmdutil.WithHint(err, "another program uses that port: change dev."+d.Name+".forward")
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:

@@ -43,6 +43,7 @@ type Options struct {
 	Command     string   // --command
 	ForceDeploy bool
 	Reset       bool
+	Force       bool // --force: take the dev container over from another up
 }
 
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
@@ -66,7 +67,13 @@ the dev container stays active afterwards ('devtool exec' works) until 'devtool 
 
 When the connection drops (the pod was deleted, the API server restarted) up reconnects and every
 forward answers again on the same local port. When the original is redeployed the dev container is
-rebuilt from it.`,
+rebuilt from it.
+
+A dev container has one owner: the up holding its lease (Lease devtool-dev-<name>, renewed while up
+runs, expired 30s after an up died). An up from another machine, home or folder is refused, naming
+the holder (user@host, folder, since when); --force takes the dev container over and the other up
+stops. Each machine's SSH key is added to the dev container's authorized keys, never put in place
+of another's.`,
 		Example: `  devtool up
   devtool up api --env LOG_LEVEL=debug --command "npm run dev"
   devtool up web --namespace dev --deploy`,
@@ -89,6 +96,7 @@ rebuilt from it.`,
 	cmd.Flags().StringArrayVarP(&opts.SetEnv, "env", "e", nil, "an environment variable NAME=value for the dev container (repeatable)")
 	cmd.Flags().StringVar(&opts.Command, "command", "", "the command to run in the dev container (default: the dev entry's, else sh)")
 	cmd.Flags().BoolVar(&opts.ForceDeploy, "deploy", false, "deploy the environment first, even when it is deployed")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "take the dev container over from another machine's or folder's up (that up stops)")
 	cmd.Flags().BoolVar(&opts.Reset, "reset", false, "forget the sync state: compare every file anew (differences kept as conflicts)")
 	return cmd
 }
@@ -155,10 +163,7 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 		return nil, err
 	}
 	logger := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})).With("dev", d.Name)
-	// client-go reports ended watches and stray stream messages through klog on stderr, which
-	// would draw over the dev command's terminal: up sends them to its log instead.
-	klog.LogToStderr(false)
-	klog.SetOutput(logf)
+	restoreKlog := ownClientGoLogging(logger, opts.Logger)
 
 	deployed := false
 	if !opts.ForceDeploy {
@@ -173,6 +178,7 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 	if !deployed {
 		fmt.Fprintf(opts.IO.ErrOut, "Deploying %s to namespace %s first\n", p.Name, t.Namespace)
 		if err := opts.Deploy(ctx, opts, p, t); err != nil {
+			restoreKlog()
 			logf.Close()
 			return nil, err
 		}
@@ -180,7 +186,26 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 	env, _ := parseEnv(opts.SetEnv)
 	u := &dev.Up{Kube: t.Kube, Namespace: t.Namespace, Dev: d, Env: env, State: sd, Agent: opts.Agent, Logger: logger, LazyInstall: true}
 	ok = true
-	return &prepared{project: p, dev: u, state: sd, target: t, log: logf}, nil
+	return &prepared{project: p, dev: u, state: sd, target: t, log: closerFunc(func() error { restoreKlog(); return logf.Close() })}, nil
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// ownClientGoLogging sends client-go's logging (klog: ended watches, port-forward stream
+// errors, "Unhandled Error" lines) to up's log, where it would otherwise go to the process's
+// logger on stderr and draw over the dev command's terminal. The returned func gives it back to
+// root (klog's own output when nil).
+func ownClientGoLogging(up, root *slog.Logger) (restore func()) {
+	klog.SetSlogLogger(up)
+	return func() {
+		if root != nil {
+			klog.SetSlogLogger(root)
+		} else {
+			klog.ClearLogger()
+		}
+	}
 }
 
 // deployEnvironment deploys the environment as `devtool deploy --wait` would (builds missing

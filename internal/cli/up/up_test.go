@@ -1,9 +1,14 @@
 package up
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
+
+	"k8s.io/klog/v2"
 
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/iostreams"
@@ -34,5 +39,26 @@ func TestAgentSource(t *testing.T) {
 	_, _, err := agentSource(func(string) string { return "" })("riscv64")
 	if err == nil || !strings.Contains(err.Error(), "linux/riscv64") {
 		t.Errorf("%v", err)
+	}
+}
+
+// client-go's klog lines go to up's log while up runs, never to the process's stderr logger
+// (which would draw over the dev shell), and go back to it afterwards.
+func TestClientGoLoggingGoesToUpsLog(t *testing.T) {
+	var upLog, stderr bytes.Buffer
+	root := slog.New(slog.NewTextHandler(&stderr, nil))
+	klog.SetSlogLogger(root)
+	defer klog.ClearLogger()
+	restore := ownClientGoLogging(slog.New(slog.NewTextHandler(&upLog, nil)), root)
+	klog.ErrorS(errors.New("stream reset"), "Unhandled Error")
+	klog.Flush()
+	if !strings.Contains(upLog.String(), "stream reset") || stderr.Len() != 0 {
+		t.Errorf("while up runs: up's log %q, stderr %q", upLog.String(), stderr.String())
+	}
+	restore()
+	klog.ErrorS(errors.New("later"), "after up")
+	klog.Flush()
+	if !strings.Contains(stderr.String(), "later") || strings.Contains(upLog.String(), "later") {
+		t.Errorf("after up: up's log %q, stderr %q", upLog.String(), stderr.String())
 	}
 }
