@@ -162,11 +162,14 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) error {
 			host = f.Service
 		}
 		if err := sess.Forward(int(f.Local), host, int(f.Remote)); err != nil {
-			return &ForwardError{Local: f.Local, Err: err}
+			err = &ForwardError{Local: f.Local, Err: err}
+			u.fail(err)
+			return err
 		}
 	}
 	for _, r := range d.Reverse {
 		if err := sess.Reverse(int(r.Remote), net.JoinHostPort("127.0.0.1", strconv.Itoa(int(r.Local)))); err != nil {
+			u.fail(err)
 			return err
 		}
 	}
@@ -177,6 +180,8 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) error {
 		sc = c
 		scMu.Unlock()
 		if err != nil {
+			err = fmt.Errorf("the file synchronization cannot start: %w", err)
+			u.fail(err)
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 )
@@ -31,6 +32,8 @@ type SyncStatus struct {
 			Err  string `json:"error"`
 		} `json:"errors"`
 	} `json:"folders"`
+	// Raw is the service's whole answer, fields this package does not decode included.
+	Raw json.RawMessage `json:"-"`
 }
 
 // FetchStatus asks the local sync service of a running `up`.
@@ -51,7 +54,15 @@ func FetchStatus(ctx context.Context, st StatusService) (SyncStatus, error) {
 	if resp.StatusCode != http.StatusOK {
 		return s, fmt.Errorf("the sync service at %s answered %s", st.Addr, resp.Status)
 	}
-	return s, json.NewDecoder(resp.Body).Decode(&s)
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return s, fmt.Errorf("reading the sync service's answer: %w", err)
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return s, fmt.Errorf("the sync service's answer: %w", err)
+	}
+	s.Raw = raw
+	return s, nil
 }
 
 // NewCredential is a random user or password for the local sync service.

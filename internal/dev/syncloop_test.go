@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,4 +108,73 @@ func waitFile(t *testing.T, path, want string) {
 	}
 	b, err := os.ReadFile(path)
 	t.Fatalf("%s: %q %v, want %q", path, b, err, want)
+}
+
+// A sync the agent side refuses on a live connection reports the failed state with the reason
+// (before, it stayed "synchronizing" for ever), is tried again, and once it runs the state says
+// so and the initial sync ends in ready.
+func TestSyncLoopReportsASyncThatCannotStart(t *testing.T) {
+	defer func(d time.Duration) { SyncRetryMin = d }(SyncRetryMin)
+	SyncRetryMin = 10 * time.Millisecond
+	local, remote, state, rstate := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(local, "a.txt"), []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := filesync.NewClient(filesync.ClientOptions{Folders: []filesync.Folder{{Local: local, Remote: remote}}, StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var servers sync.WaitGroup
+	var mu sync.Mutex
+	refuse := true
+	open := func() (io.ReadWriteCloser, error) {
+		a, b := net.Pipe()
+		mu.Lock()
+		r := refuse
+		mu.Unlock()
+		if r {
+			b.Close() // the agent's side ends the stream at once
+			return a, nil
+		}
+		servers.Add(1)
+		go func() {
+			defer servers.Done()
+			_ = filesync.Serve(ctx, b, filesync.ServerOptions{StateDir: rstate})
+		}()
+		return a, nil
+	}
+	events := make(chan Event, 100)
+	loop := &SyncLoop{Client: sc, Report: func(e Event) { events <- e }}
+	conns := make(chan Opener, 1)
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx, conns) }()
+	conns <- open
+	var failed Event
+	for failed.State != StateFailed {
+		select {
+		case failed = <-events:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no failed state for a sync that cannot start")
+		}
+	}
+	if !strings.Contains(failed.Message, "cannot start") {
+		t.Errorf("failed state %q does not say the sync cannot start", failed.Message)
+	}
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	for e := failed; e.State != StateReady; {
+		select {
+		case e = <-events:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no ready after the sync could start")
+		}
+	}
+	waitFile(t, filepath.Join(remote, "a.txt"), "one")
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Errorf("Run: %v", err)
+	}
+	servers.Wait()
 }

@@ -3,9 +3,12 @@ package status
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,6 +33,7 @@ type Options struct {
 	Info     bool
 	Watch    bool
 	Interval time.Duration
+	Output   string // -o json
 }
 
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
@@ -40,12 +44,21 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		Short: "Show the file synchronization of a running 'devtool up'",
 		Long: `Status asks the local sync service of the 'devtool up' running for this folder how far the file
 synchronization is, as a percentage (100.00% when both sides are equal), with pending files, conflicts
-(both versions kept) and errors. --watch updates it in place; --info prints the sync service's address,
-user name and password (generated per dev container, stored 0600 under ~/.devtool).`,
+(both versions kept) and errors, then each conflict and each path that fails to synchronize. When up
+reported the failed state (the synchronization cannot start, the dev container was taken over) its
+reason comes first. --watch updates the summary in place; -o json prints up's state and the sync
+service's whole answer; --info prints the sync service's address, user name and password (generated
+per dev container, stored 0600 under ~/.devtool).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Dev = args[0]
+			}
+			if opts.Output != "" && opts.Output != "json" {
+				return cmdutil.FlagErrorf("-o %q: expected json", opts.Output)
+			}
+			if opts.Output != "" && opts.Watch {
+				return cmdutil.FlagErrorf("-o json and --watch cannot be combined")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -57,6 +70,8 @@ user name and password (generated per dev container, stored 0600 under ~/.devtoo
 	opts.Env.AddFlags(cmd, "")
 	cmd.Flags().BoolVar(&opts.Info, "info", false, "print the local sync service's address, user and password")
 	cmd.Flags().BoolVarP(&opts.Watch, "watch", "w", false, "keep updating until interrupted")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "output format: json")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -91,19 +106,34 @@ func run(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.Out, "address:  http://%s/\nuser:     %s\npassword: %s\n", svc.Addr, svc.User, svc.Password)
 		return nil
 	}
+	rec, _ := sd.ReadState() // what up reported last (a missing file: nothing yet)
+	if opts.Output == "json" {
+		st, err := dev.FetchStatus(ctx, svc)
+		if err != nil {
+			return err
+		}
+		return printJSON(opts.IO.Out, rec, st)
+	}
+	if rec.State == dev.StateFailed {
+		fmt.Fprintf(opts.IO.Out, "failed: %s\n", rec.Message)
+	}
 	for {
 		st, err := dev.FetchStatus(ctx, svc)
 		if err != nil {
 			return err
 		}
 		line := format(st)
-		if opts.Watch && opts.IO.IsStdoutTTY() {
+		if !opts.Watch {
+			fmt.Fprintln(opts.IO.Out, line)
+			for _, l := range details(st) {
+				fmt.Fprintln(opts.IO.Out, l)
+			}
+			return nil
+		}
+		if opts.IO.IsStdoutTTY() {
 			fmt.Fprintf(opts.IO.Out, "\r\033[K%s", line)
 		} else {
 			fmt.Fprintln(opts.IO.Out, line)
-		}
-		if !opts.Watch {
-			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -114,6 +144,36 @@ func run(ctx context.Context, opts *Options) error {
 		case <-time.After(opts.Interval):
 		}
 	}
+}
+
+// details lists each conflict and each path that fails, per folder.
+func details(st dev.SyncStatus) []string {
+	var out []string
+	for _, f := range st.Folders {
+		for _, c := range f.Conflicts {
+			out = append(out, fmt.Sprintf("  conflict  %s: both changed; the other version is kept as %s", filepath.Join(f.Local, c.Path), c.Copy))
+		}
+		for _, e := range f.Errors {
+			out = append(out, fmt.Sprintf("  failing   %s: %s", filepath.Join(f.Local, e.Path), e.Err))
+		}
+	}
+	return out
+}
+
+// printJSON writes up's last state and the sync service's answer as it came (so fields the
+// engine adds, as halts, appear without a change here).
+func printJSON(w io.Writer, rec dev.StateRecord, st dev.SyncStatus) error {
+	doc := struct {
+		State   dev.State       `json:"state,omitempty"`
+		Message string          `json:"message,omitempty"`
+		Sync    json.RawMessage `json:"sync"`
+	}{rec.State, rec.Message, st.Raw}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }
 
 func format(st dev.SyncStatus) string {

@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -55,6 +56,23 @@ func TestStatusFromService(t *testing.T) {
 		t.Errorf("status %q", got)
 	}
 	out.Reset()
+	opts.Output = "json"
+	if err := run(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Sync struct {
+			Connected *bool `json:"connected"`
+			Folders   []struct {
+				Remote string `json:"remote"`
+			} `json:"folders"`
+		} `json:"sync"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc.Sync.Connected == nil || len(doc.Sync.Folders) != 1 || doc.Sync.Folders[0].Remote != "/app" {
+		t.Errorf("-o json %q: %v", out.String(), err)
+	}
+	opts.Output = ""
+	out.Reset()
 	opts.Info = true
 	if err := run(context.Background(), opts); err != nil || !strings.Contains(out.String(), "password: pw") {
 		t.Errorf("info %q %v", out.String(), err)
@@ -64,6 +82,20 @@ func TestStatusFromService(t *testing.T) {
 	opts.Info = false
 	if err := run(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("bad password: %v", err)
+	}
+}
+
+// The text output lists each conflict and failing path under the summary.
+func TestDetails(t *testing.T) {
+	var st dev.SyncStatus
+	if err := json.Unmarshal([]byte(`{"connected":true,"percent":50,"folders":[{"local":"/w/src","remote":"/app","conflicts":[{"path":"a.txt","copy":"a.conflict.txt"}],"errors":[{"path":"b/c","error":"permission denied"}]}]}`), &st); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(details(st), "\n")
+	for _, want := range []string{"conflict  /w/src/a.txt", "a.conflict.txt", "failing   /w/src/b/c: permission denied"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("details %q lack %q", got, want)
+		}
 	}
 }
 
