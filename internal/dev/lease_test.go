@@ -7,8 +7,13 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // A second holder is refused naming the first (host, folder, since when); the same holder takes
@@ -87,5 +92,49 @@ func TestLeaseExpiredIsTaken(t *testing.T) {
 	}
 	if _, took, err := AcquireLease(ctx, cs, "ns", "api", b, false); err != nil || took != nil {
 		t.Fatalf("taking an expired lease: %v (took %v: an expired holder is no live one)", err, took)
+	}
+}
+
+// Two ups racing for an expired lease: the one whose update conflicts (the other renewed it in
+// between, a new resourceVersion) reads it again and is refused, never both holding it.
+func TestLeaseConflictIsJudgedAgain(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	a, b := Holder{ID: "SHA256:a", Host: "ann@laptop"}, Holder{ID: "SHA256:b", Host: "bob@desk"}
+	if _, _, err := AcquireLease(ctx, cs, "ns", "api", a, false); err != nil {
+		t.Fatal(err)
+	}
+	leases := cs.CoordinationV1().Leases("ns")
+	l, _ := leases.Get(ctx, LeaseName("api"), metav1.GetOptions{})
+	old := metav1.NewMicroTime(time.Now().Add(-LeaseDuration - time.Second))
+	l.Spec.RenewTime = &old
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	raced := false
+	cs.PrependReactor("update", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if raced {
+			return false, nil, nil
+		}
+		raced = true
+		// a renews first: the lease is live again and b's write is stale (through the
+		// tracker: the clientset is locked while its reactors run).
+		gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
+		obj, err := cs.Tracker().Get(gvr, "ns", LeaseName("api"))
+		if err != nil {
+			return true, nil, err
+		}
+		cur := obj.(*coordinationv1.Lease).DeepCopy()
+		now := metav1.NewMicroTime(time.Now())
+		cur.Spec.RenewTime = &now
+		if err := cs.Tracker().Update(gvr, cur, "ns"); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, LeaseName("api"), errors.New("the object has been modified"))
+	})
+	_, _, err := AcquireLease(ctx, cs, "ns", "api", b, false)
+	var held *LeaseHeldError
+	if !raced || !errors.As(err, &held) || held.Holder.ID != a.ID {
+		t.Fatalf("after losing the race: %v (raced %v), want held by %s", err, raced, a.ID)
 	}
 }
