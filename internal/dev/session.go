@@ -85,8 +85,10 @@ func (e *ForwardError) Unwrap() error { return e.Err }
 // container (Start), connects to its agent over SSH with the forwards, runs the sync and the
 // dev command, and follows the dev container (Follow) until ctx ends (ctx's error), the dev
 // command with a TTY ends (*CommandEndedError), or the dev container stops (*StoppedError).
-// State changes go to Report (and Progress), everything else to o.Notify.
-func (u *Up) Run(ctx context.Context, o SessionOptions) error {
+// State changes go to Report (and Progress), everything else to o.Notify. The dev container's
+// lease is held throughout (AcquireLease): another holder's refuses Run (*LeaseHeldError) unless
+// o.Force, and losing it ends Run (*LeaseLostError).
+func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 	d := u.Dev
 	signer, err := devssh.LoadOrCreateKey(u.State.KeyFile())
 	if err != nil {
@@ -113,9 +115,26 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) error {
 		u.fail(err)
 		return err
 	}
+	// The lease is renewed from now on, activation (image pulls) included; losing it to a
+	// --force elsewhere ends the whole session with the *LeaseLostError.
+	ctx, cancelRun := context.WithCancelCause(ctx)
+	keepDone := make(chan struct{})
+	go func() {
+		defer close(keepDone)
+		if err := lease.Keep(ctx, u.logWarn); lease.Err() != nil {
+			u.Report(Event{State: StateFailed, Message: err.Error()})
+			cancelRun(err)
+		}
+	}()
 	defer func() {
-		if err := lease.Release(ctx); err != nil {
-			u.logWarn("releasing the lease", "err", err)
+		cancelRun(nil)
+		<-keepDone
+		if lost := lease.Err(); lost != nil {
+			err = lost
+			return
+		}
+		if rerr := lease.Release(ctx); rerr != nil {
+			u.logWarn("releasing the lease", "err", rerr)
 		}
 	}()
 	if took != nil {
@@ -202,14 +221,6 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) error {
 	}
 	g.Go(func() error { return sess.Run(gctx) })
 	g.Go(func() error { return u.Follow(gctx, a, dialer) })
-	g.Go(func() error {
-		err := lease.Keep(gctx, u.logWarn)
-		if lease.Err() != nil {
-			u.Report(Event{State: StateFailed, Message: err.Error()})
-			return err
-		}
-		return nil
-	})
 	conns := make(chan Opener, 1)
 	clients := make(chan *devssh.Client, 1)
 	g.Go(func() error {
