@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
 )
 
 // Limits of one exchange with the platform.
