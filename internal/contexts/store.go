@@ -45,9 +45,16 @@ type Context struct {
 	Username string `json:"username,omitempty"`
 	// ClusterDomain is the public domain endpoints are served under.
 	ClusterDomain string `json:"clusterDomain,omitempty"`
-	// KubeContext is the kubeconfig context holding the credentials; empty means Name.
+	// KubeContext is the kubeconfig context holding the credentials; empty means Name, except for
+	// a platform context, whose credentials come from the platform (see PlatformRESTConfig).
 	KubeContext string `json:"kubeContext,omitempty"`
+
+	// fromEnv marks a context made from DEVTOOL_URL alone (not saved).
+	fromEnv bool
 }
+
+// FromEnv reports whether the context comes from DEVTOOL_URL with no saved context of that URL.
+func (c *Context) FromEnv() bool { return c.fromEnv }
 
 // KubeContextName is the kubeconfig context this devtool context uses.
 func (c *Context) KubeContextName() string {
