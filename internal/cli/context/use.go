@@ -24,7 +24,7 @@ A platform URL (https://...) logs in with an API token (--token or DEVTOOL_TOKEN
 context; see 'devtool context --help'.`,
 		Example: `  devtool context use kind-dev
   devtool context use https://platform.example --token dvt_... --ca-cert platform-ca.crt`,
-		Args:    cobra.MaximumNArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
