@@ -291,3 +291,20 @@ func SavePlatform(store *Store, c *Context) error {
 		return nil
 	})
 }
+
+// EnsureNamespace creates namespace ns on the platform of c when the user cannot see it yet
+// (POST /api/v1/namespaces, idempotent); created reports whether it was made now.
+func EnsureNamespace(ctx context.Context, c *Context, ns string) (created bool, err error) {
+	pc, err := PlatformClient(c)
+	if err != nil {
+		return false, err
+	}
+	defer pc.Close()
+	if _, err := pc.Namespace(ctx, ns); err == nil {
+		return false, nil
+	} else if !client.IsNotFound(err) {
+		return false, err
+	}
+	_, created, err = pc.CreateNamespace(ctx, ns)
+	return created, err
+}

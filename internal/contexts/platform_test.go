@@ -156,3 +156,20 @@ func TestKubeTokenRenewedAtEightyPercentAndAfterRefusal(t *testing.T) {
 func newClientset(cfg *rest.Config) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
+
+func TestEnsureNamespace(t *testing.T) {
+	f := clienttest.New(t)
+	alice := f.AddUser("alice", false)
+	f.AddUser("bob", false)
+	c := &Context{Name: f.URL(), Token: alice, Certificate: string(f.CAPEM), IsDevtool: true}
+	ctx := context.Background()
+	if created, err := EnsureNamespace(ctx, c, "shop"); err != nil || !created || f.Namespace("shop") == nil {
+		t.Fatalf("missing: %v %v", created, err)
+	}
+	if created, err := EnsureNamespace(ctx, c, "shop"); err != nil || created {
+		t.Fatalf("existing: %v %v", created, err)
+	}
+	if _, err := EnsureNamespace(ctx, c, "bob"); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("bob's: %v", err)
+	}
+}

@@ -49,6 +49,8 @@ type Target struct {
 	ClusterDomain string // public domain for endpoints, "" when unknown
 	IsPlatform    bool   // the context points to a devtool platform
 	Token         string // platform API token; never printed
+	// Platform is the platform context in use (IsPlatform), for commands that call its API.
+	Platform *Context
 }
 
 // Selection is which contexts and namespace a command uses, decided without touching the network.
@@ -243,6 +245,10 @@ func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 		t.ClusterDomain = firstNonEmpty(c.ClusterDomain, t.ClusterDomain)
 		t.IsPlatform = c.IsDevtool
 		t.Token = c.Token
+		if c.IsDevtool {
+			cp := *c
+			t.Platform = &cp
+		}
 	}
 	return t, nil
 }
