@@ -162,6 +162,16 @@ func (k *KubeTokens) get(ctx context.Context, c *Context) (*kubeTokenRecord, err
 	return k.renew(ctx, c)
 }
 
+// GetRenewAt is Get, with the time the token should be replaced (80% of its life): what a credential
+// plugin gives as the expiry, so its caller asks again in time.
+func (k *KubeTokens) GetRenewAt(ctx context.Context, c *Context) (*api.KubeToken, time.Time, error) {
+	rec, err := k.get(ctx, c)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return &rec.Token, rec.renewAt(), nil
+}
+
 func (r *kubeTokenRecord) renewAt() time.Time { return renewAt(r.Issued, r.Token.ExpirationTimestamp) }
 
 // renew asks the platform for a new kube token and caches it.

@@ -287,6 +287,14 @@ func outsideHome(dir string) error {
 	return nil
 }
 
+// WriteFileAtomic replaces path with data (mode 0600) atomically, creating its folder (0700) when missing.
+func WriteFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
+	}
+	return writeAtomic(path, data, nil)
+}
+
 // writeAtomic replaces path with data (0600): a temporary file in the same folder is written and
 // synced, renamed over path, and the folder synced. On any failure path is left as it was.
 func writeAtomic(path string, data []byte, beforeRename func(string) error) (err error) {
