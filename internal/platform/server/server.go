@@ -89,7 +89,11 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.o.Now()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-		if r.URL.Path != "/healthz" && !s.addrs.allow(clientAddr(r)) {
+		if r.URL.Path == "/healthz" { // the kubelet's probe: neither limited nor logged
+			s.mux.ServeHTTP(w, r)
+			return
+		}
+		if !s.addrs.allow(clientAddr(r)) {
 			tooMany(rec)
 		} else {
 			s.mux.ServeHTTP(rec, r)
