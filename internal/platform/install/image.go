@@ -61,26 +61,20 @@ func PushImage(ctx context.Context, binPath, repo string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
-		Architecture: runtime.GOARCH, OS: "linux",
-		Config: v1.Config{Entrypoint: []string{"/devtool-platform"}, Cmd: []string{"serve"}, User: "65534:65534"},
-		RootFS: v1.RootFS{Type: "layers", DiffIDs: mustDiffIDs(layer)},
-	})
+	cf, err := img.ConfigFile()
 	if err != nil {
+		return "", err
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS = runtime.GOARCH, "linux"
+	cf.Config = v1.Config{Entrypoint: []string{"/devtool-platform"}, Cmd: []string{"serve"}, User: "65534:65534"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return "", err
 	}
 	if err := remote.Write(tag, img, remote.WithContext(ctx)); err != nil {
 		return "", fmt.Errorf("pushing %s: %w", ref, err)
 	}
 	return ref, nil
-}
-
-func mustDiffIDs(l v1.Layer) []v1.Hash {
-	h, err := l.DiffID()
-	if err != nil {
-		return nil
-	}
-	return []v1.Hash{h}
 }
 
 func loopbackRegistry(repo string) bool {

@@ -1,10 +1,21 @@
 package install
 
 import (
+	"archive/tar"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 func TestCertsServeTheHost(t *testing.T) {
@@ -34,5 +45,46 @@ func TestLoopbackRegistry(t *testing.T) {
 		if got := loopbackRegistry(repo); got != want {
 			t.Errorf("%s: %v", repo, got)
 		}
+	}
+}
+
+func TestPushImage(t *testing.T) {
+	reg := httptest.NewServer(registry.New())
+	defer reg.Close()
+	bin := filepath.Join(t.TempDir(), "devtool-platform")
+	if err := os.WriteFile(bin, []byte("#!binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repo := strings.TrimPrefix(reg.URL, "http://") + "/devtool-system/devtool-platform"
+	ref, err := PushImage(context.Background(), bin, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := PushImage(context.Background(), bin, repo)
+	if err != nil || again != ref {
+		t.Fatalf("second push: %q %v, want %q", again, err, ref)
+	}
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := img.ConfigFile()
+	if cf.OS != "linux" || len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != "/devtool-platform" || cf.Config.User != "65534:65534" {
+		t.Fatalf("config: %+v", cf.Config)
+	}
+	ls, _ := img.Layers()
+	rc, _ := ls[0].Uncompressed()
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	h, err := tr.Next()
+	if err != nil || h.Name != "devtool-platform" || h.Mode != 0o755 {
+		t.Fatalf("layer: %+v %v", h, err)
+	}
+	if b, _ := io.ReadAll(tr); string(b) != "#!binary" {
+		t.Fatalf("layer content %q", b)
 	}
 }
