@@ -136,6 +136,7 @@ func platformRBAC(ns string) []any {
 		&rbacv1.Role{TypeMeta: tm("Role"), ObjectMeta: meta(Name, ns), Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "create", "delete", "impersonate"}},
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
 			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 		}},
 		&rbacv1.RoleBinding{TypeMeta: tm("RoleBinding"), ObjectMeta: meta(Name, ns),

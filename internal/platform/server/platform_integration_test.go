@@ -246,6 +246,22 @@ func TestPlatformOnCluster(t *testing.T) {
 	if _, err := bk.CoreV1().ConfigMaps(shared).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bob"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("viewer bob writes: %v, want Forbidden", err)
 	}
+	// stored secrets: a namespace's are read impersonating the caller, so a viewer (no Secrets in
+	// Kubernetes' view role) does not get them; a user's own are nobody else's.
+	p.want(p.do(p.url, "PUT", "/secrets/API_KEY", aliceU.Token, api.SecretValue{Value: "alice-own"}), 200, "alice's secret")
+	p.want(p.do(p.url, "PUT", "/secrets/DB_PASS?scope=namespace&namespace="+shared, aliceU.Token, api.SecretValue{Value: "ns-value"}), 200, "a namespace secret")
+	p.want(p.do(p.url, "PUT", "/secrets/DB_PASS?scope=namespace&namespace="+shared, bobU.Token, api.SecretValue{Value: "x"}), 403, "viewer bob writes a namespace secret")
+	var res api.ResolvedSecrets
+	_ = json.Unmarshal(p.want(p.do(p.url, "GET", "/secrets/values?namespace="+shared, aliceU.Token, nil), 200, "alice resolves").body, &res)
+	if res.Values["API_KEY"] != "alice-own" || res.Values["DB_PASS"] != "ns-value" {
+		t.Errorf("alice's resolved secrets: %v", res.Values)
+	}
+	_ = json.Unmarshal(p.want(p.do(p.url, "GET", "/secrets/values?namespace="+shared, bobU.Token, nil), 200, "bob resolves").body, &res)
+	if _, ok := res.Values["API_KEY"]; ok || res.Values["DB_PASS"] != "" {
+		t.Errorf("viewer bob's resolved secrets hold alice's or the namespace's: %v", res.Values)
+	}
+	p.want(p.do(p.url, "GET", "/secrets/values?namespace="+alice, bobU.Token, nil), 404, "bob resolves in alice's namespace")
+
 	p.want(p.do(p.url, "DELETE", "/namespaces/"+shared+"/members/"+bob, aliceU.Token, nil), 204, "alice unshares")
 	eventually(t, 10*time.Second, func() string {
 		if _, err := bk.CoreV1().ConfigMaps(shared).Get(ctx, "note", metav1.GetOptions{}); !apierrors.IsForbidden(err) {

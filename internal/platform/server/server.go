@@ -78,6 +78,10 @@ func New(o Options) *Server {
 	s.handle("PUT "+p+"/namespaces/{name}/members/{user}", s.share)
 	s.handle("DELETE "+p+"/namespaces/{name}/members/{user}", s.unshare)
 	s.handle("POST "+p+"/kubetoken", s.kubeToken)
+	s.handle("GET "+p+"/secrets", s.listSecrets)
+	s.handle("GET "+p+"/secrets/values", s.resolveSecrets)
+	s.handle("PUT "+p+"/secrets/{name}", s.putSecret)
+	s.handle("DELETE "+p+"/secrets/{name}", s.deleteSecret)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path, "")
 	})
@@ -516,4 +520,55 @@ func (s *Server) kubeToken(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	writeJSON(w, http.StatusOK, api.KubeToken{Token: tr.Status.Token, ExpirationTimestamp: tr.Status.ExpirationTimestamp.UTC(),
 		APIServer: s.o.Info.APIServer, APIServerCA: s.o.Info.APIServerCA})
+}
+
+// secretScope reads ?scope= (default user) and ?namespace= (additive to the contract: the contract's
+// PUT and DELETE address the caller's own secrets, which stay the default).
+func secretScope(r *http.Request) store.SecretScope {
+	return store.SecretScope{Scope: r.URL.Query().Get("scope"), Namespace: r.URL.Query().Get("namespace")}
+}
+
+func (s *Server) putSecret(w http.ResponseWriter, r *http.Request, c caller) {
+	var req api.SecretValue
+	if !s.read(w, r, &req) {
+		return
+	}
+	if err := s.o.Store.SetSecret(r.Context(), c.user, secretScope(r), r.PathValue("name"), req.Value); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sc := secretScope(r).Scope
+	if sc == "" {
+		sc = api.ScopeUser
+	}
+	writeJSON(w, http.StatusOK, api.SecretInfo{Name: r.PathValue("name"), Scope: sc})
+}
+
+func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := s.o.Store.DeleteSecret(r.Context(), c.user, secretScope(r), r.PathValue("name")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, c caller) {
+	items, err := s.o.Store.Secrets(r.Context(), c.user, r.URL.Query().Get("namespace"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []api.SecretInfo{}
+	}
+	writeJSON(w, http.StatusOK, api.SecretList{Items: items})
+}
+
+func (s *Server) resolveSecrets(w http.ResponseWriter, r *http.Request, c caller) {
+	vals, err := s.o.Store.ResolveSecrets(r.Context(), c.user, r.URL.Query().Get("namespace"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.ResolvedSecrets{Values: vals})
 }

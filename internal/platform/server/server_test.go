@@ -245,6 +245,47 @@ func TestAPI(t *testing.T) {
 		t.Fatalf("revoked token: %d", a.status)
 	}
 
+	// stored secrets: names only in the list; namespace over user over admin; a non-member's namespace is 404.
+	for _, put := range []struct{ q, name, value, token string }{
+		{"", "DB_PASS", "user", alice.Token}, {"?scope=admin", "DB_PASS", "admin", admin}, {"?scope=admin", "REGION", "eu", admin},
+		{"?scope=namespace&namespace=team-a", "DB_PASS", "ns", alice.Token},
+	} {
+		if a := call(t, ts, "PUT", p+"/secrets/"+put.name+put.q, put.token, api.SecretValue{Value: put.value}); a.status != 200 {
+			t.Fatalf("PUT %s%s: %d %s", put.name, put.q, a.status, a.body)
+		}
+	}
+	if a := call(t, ts, "PUT", p+"/secrets/REGION?scope=admin", alice.Token, api.SecretValue{Value: "x"}); a.status != 403 {
+		t.Fatalf("alice sets an admin secret: %d", a.status)
+	}
+	if a := call(t, ts, "PUT", p+"/secrets/1BAD", alice.Token, api.SecretValue{Value: "x"}); a.status != 400 || a.err.Field != "name" {
+		t.Fatalf("bad secret name: %d %+v", a.status, a.err)
+	}
+	if a := call(t, ts, "PUT", p+"/secrets/X?scope=namespace&namespace=bob", alice.Token, api.SecretValue{Value: "x"}); a.status != 404 {
+		t.Fatalf("alice sets a secret in bob's namespace: %d", a.status)
+	}
+	a = call(t, ts, "GET", p+"/secrets?namespace=team-a", alice.Token, nil)
+	if a.status != 200 || strings.Contains(string(a.body), `"ns"`) || !strings.Contains(string(a.body), `{"name":"DB_PASS","scope":"namespace"}`) {
+		t.Fatalf("secret list: %d %s", a.status, a.body)
+	}
+	var res api.ResolvedSecrets
+	_ = json.Unmarshal(call(t, ts, "GET", p+"/secrets/values?namespace=team-a", alice.Token, nil).body, &res)
+	if res.Values["DB_PASS"] != "ns" || res.Values["REGION"] != "eu" {
+		t.Fatalf("resolved in team-a: %v", res.Values)
+	}
+	_ = json.Unmarshal(call(t, ts, "GET", p+"/secrets/values", alice.Token, nil).body, &res)
+	if res.Values["DB_PASS"] != "user" {
+		t.Fatalf("resolved: %v", res.Values)
+	}
+	if a := call(t, ts, "GET", p+"/secrets/values?namespace=team-a", admin, nil); a.status != 404 {
+		t.Fatalf("a non-member resolves team-a's secrets: %d", a.status)
+	}
+	if a := call(t, ts, "DELETE", p+"/secrets/DB_PASS", alice.Token, nil); a.status != 204 {
+		t.Fatalf("delete secret: %d", a.status)
+	}
+	if a := call(t, ts, "DELETE", p+"/secrets/DB_PASS", alice.Token, nil); a.status != 404 {
+		t.Fatalf("delete it again: %d", a.status)
+	}
+
 	// removing a user: its tokens stop at once.
 	if a := call(t, ts, "DELETE", p+"/users/bob", alice.Token, nil); a.status != 403 {
 		t.Fatalf("alice removes bob: %d", a.status)
