@@ -118,7 +118,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("reading the API server's CA: %w", err)
 	}
-	srv := server.New(server.Options{Store: st, Log: log, Info: api.Info{
+	srv := server.New(server.Options{Store: st, Log: log, Instance: os.Getenv("POD_NAME"), Info: api.Info{
 		Version: buildinfo.Version, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain, Registry: *registry,
 	}})
 	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)

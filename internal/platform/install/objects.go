@@ -127,6 +127,7 @@ func platformRBAC(ns string) []any {
 		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: meta(Name, ""), Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"resourcequotas", "limitranges"}, Verbs: []string{"get", "create"}},
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"},
 				ResourceNames: []string{store.RolePrefix + api.RoleOwner, store.RolePrefix + api.RoleEditor, store.RolePrefix + api.RoleViewer}},

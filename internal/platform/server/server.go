@@ -35,6 +35,7 @@ type Options struct {
 	AddrRate, AccountRate   rate.Limit
 	AddrBurst, AccountBurst int
 	Now                     func() time.Time
+	Instance                string // this replica (its pod name), in audit records
 }
 
 // Server serves the API.
@@ -261,6 +262,18 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, http.StatusInternalServerError, "internal", "internal error: see the platform's log", "")
 }
 
+// audit records a change (or its refusal: 4xx other than 404, which must not reveal names, and 5xx)
+// as an Event on the object; a failure to record is logged, never the caller's problem.
+func (s *Server) audit(r *http.Request, c caller, a store.Audit) {
+	if a.Err != nil && errors.Is(a.Err, store.ErrNotFound) {
+		return
+	}
+	a.Actor = c.user.Name
+	if err := s.o.Store.Record(r.Context(), a, s.o.Instance); err != nil {
+		s.o.Log.Warn("audit record not written", "action", a.Action, "object", a.Kind+"/"+a.Name, "err", err)
+	}
+}
+
 // --- limits
 
 type limiters struct {
@@ -336,6 +349,7 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	u, tok, err := s.o.Store.CreateUser(r.Context(), req.Name, req.Admin, req.Password)
+	s.audit(r, c, store.Audit{Action: "create", Kind: "User", Name: req.Name, Detail: fmt.Sprintf("admin=%v", req.Admin), Err: err})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -362,7 +376,9 @@ func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, c caller) {
 		writeError(w, http.StatusConflict, "conflict", "you cannot remove your own account", "")
 		return
 	}
-	if err := s.o.Store.DeleteUser(r.Context(), name); err != nil {
+	err := s.o.Store.DeleteUser(r.Context(), name)
+	s.audit(r, c, store.Audit{Action: "delete", Kind: "User", Name: name, Err: err})
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -389,9 +405,11 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	t, tok, err := s.o.Store.CreateToken(r.Context(), c.user.Name, req.Name, time.Duration(req.ExpiresInSeconds)*time.Second)
 	if err != nil {
+		s.audit(r, c, store.Audit{Action: "create", Kind: "AccessToken", Name: "(new)", Err: err})
 		s.fail(w, r, err)
 		return
 	}
+	s.audit(r, c, store.Audit{Action: "create", Kind: "AccessToken", Name: t.ID, Detail: "name " + t.Name})
 	out := apiToken(t)
 	out.Token = tok
 	writeJSON(w, http.StatusCreated, out)
@@ -411,7 +429,9 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) deleteToken(w http.ResponseWriter, r *http.Request, c caller) {
-	if err := s.o.Store.DeleteToken(r.Context(), c.user.Name, r.PathValue("id")); err != nil {
+	err := s.o.Store.DeleteToken(r.Context(), c.user.Name, r.PathValue("id"))
+	s.audit(r, c, store.Audit{Action: "revoke", Kind: "AccessToken", Name: r.PathValue("id"), Err: err})
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -441,6 +461,9 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request, c calle
 		return
 	}
 	created, err := s.o.Store.CreateNamespace(r.Context(), c.user.Name, req.Name)
+	if created || err != nil {
+		s.audit(r, c, store.Audit{Action: "create", Kind: "Namespace", Name: req.Name, Namespace: auditNS(req.Name, created), Err: err})
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -481,7 +504,9 @@ func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request, c caller) 
 }
 
 func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, c caller) {
-	if err := s.o.Store.DeleteNamespace(r.Context(), c.user.Name, r.PathValue("name")); err != nil {
+	err := s.o.Store.DeleteNamespace(r.Context(), c.user.Name, r.PathValue("name"))
+	s.audit(r, c, store.Audit{Action: "delete", Kind: "Namespace", Name: r.PathValue("name"), Err: err})
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -493,7 +518,10 @@ func (s *Server) share(w http.ResponseWriter, r *http.Request, c caller) {
 	if !s.read(w, r, &req) {
 		return
 	}
-	if err := s.o.Store.Share(r.Context(), c.user.Name, r.PathValue("name"), r.PathValue("user"), req.Role); err != nil {
+	err := s.o.Store.Share(r.Context(), c.user.Name, r.PathValue("name"), r.PathValue("user"), req.Role)
+	s.audit(r, c, store.Audit{Action: "share", Kind: "Namespace", Name: r.PathValue("name"), Namespace: r.PathValue("name"),
+		Detail: r.PathValue("user") + " as " + req.Role, Err: err})
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -501,7 +529,10 @@ func (s *Server) share(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) unshare(w http.ResponseWriter, r *http.Request, c caller) {
-	if err := s.o.Store.Unshare(r.Context(), c.user.Name, r.PathValue("name"), r.PathValue("user")); err != nil {
+	err := s.o.Store.Unshare(r.Context(), c.user.Name, r.PathValue("name"), r.PathValue("user"))
+	s.audit(r, c, store.Audit{Action: "unshare", Kind: "Namespace", Name: r.PathValue("name"), Namespace: r.PathValue("name"),
+		Detail: r.PathValue("user"), Err: err})
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -533,7 +564,9 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request, c caller) {
 	if !s.read(w, r, &req) {
 		return
 	}
-	if err := s.o.Store.SetSecret(r.Context(), c.user, secretScope(r), r.PathValue("name"), req.Value); err != nil {
+	err := s.o.Store.SetSecret(r.Context(), c.user, secretScope(r), r.PathValue("name"), req.Value)
+	s.audit(r, c, store.Audit{Action: "set-secret", Kind: "Secret", Name: r.PathValue("name"), Detail: scopeDetail(r), Err: err})
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -545,7 +578,9 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request, c caller) {
-	if err := s.o.Store.DeleteSecret(r.Context(), c.user, secretScope(r), r.PathValue("name")); err != nil {
+	err := s.o.Store.DeleteSecret(r.Context(), c.user, secretScope(r), r.PathValue("name"))
+	s.audit(r, c, store.Audit{Action: "delete-secret", Kind: "Secret", Name: r.PathValue("name"), Detail: scopeDetail(r), Err: err})
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -571,4 +606,24 @@ func (s *Server) resolveSecrets(w http.ResponseWriter, r *http.Request, c caller
 		return
 	}
 	writeJSON(w, http.StatusOK, api.ResolvedSecrets{Values: vals})
+}
+
+// auditNS is where a namespace's creation is recorded: in it when it was made, else (refused) in the
+// platform's namespace.
+func auditNS(name string, created bool) string {
+	if created {
+		return name
+	}
+	return ""
+}
+
+func scopeDetail(r *http.Request) string {
+	sc := secretScope(r)
+	switch sc.Scope {
+	case "":
+		return "scope user"
+	case api.ScopeNamespace:
+		return "scope namespace " + sc.Namespace
+	}
+	return "scope " + sc.Scope
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
@@ -26,6 +27,11 @@ import (
 // enforce no RBAC; the integration test on the local cluster proves isolation) and returns it with
 // an admin token.
 func newTestServer(t *testing.T) (*httptest.Server, string) {
+	ts, tok, _ := newTestServerStore(t)
+	return ts, tok
+}
+
+func newTestServerStore(t *testing.T) (*httptest.Server, string, *store.Store) {
 	t.Helper()
 	kc := kfake.NewClientset()
 	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
@@ -46,7 +52,7 @@ func newTestServer(t *testing.T) (*httptest.Server, string) {
 		AddrRate: rate.Inf, AccountRate: rate.Inf})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	return ts, tok
+	return ts, tok, st
 }
 
 type answer struct {
@@ -105,7 +111,7 @@ func until(t *testing.T, want int, f func() answer) answer {
 }
 
 func TestAPI(t *testing.T) {
-	ts, admin := newTestServer(t)
+	ts, admin, st := newTestServerStore(t)
 	p := api.Prefix
 
 	// info needs no token; everything else does.
@@ -284,6 +290,23 @@ func TestAPI(t *testing.T) {
 	}
 	if a := call(t, ts, "DELETE", p+"/secrets/DB_PASS", alice.Token, nil); a.status != 404 {
 		t.Fatalf("delete it again: %d", a.status)
+	}
+
+	// every change leaves an audit Event on its object: who, what, the result.
+	evs, err := st.Kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audit []string
+	for _, e := range evs.Items {
+		audit = append(audit, e.Namespace+" "+e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name+": "+e.Message)
+	}
+	all := strings.Join(audit, "\n")
+	for _, want := range []string{"devtool-system User/alice: admin create User alice (admin=false)", "team-a Namespace/team-a: alice share Namespace team-a (bob as viewer)",
+		"Namespace/team-a: alice unshare Namespace team-a (alice): refused", "AccessToken/" + tok.ID + ": alice revoke"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no audit record %q in:\n%s", want, all)
+		}
 	}
 
 	// removing a user: its tokens stop at once.
