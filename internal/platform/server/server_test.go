@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -318,6 +319,19 @@ func TestAPI(t *testing.T) {
 	}
 	if a := call(t, ts, "GET", p+"/me", bob.Token, nil); a.status != 401 {
 		t.Fatalf("removed user's token: %d", a.status)
+	}
+	ctx := context.Background()
+	if _, err := st.Kube.CoreV1().ServiceAccounts(store.DefaultNamespace).Get(ctx, "u-bob", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("bob's ServiceAccount after removal: %v", err)
+	}
+	if _, err := st.Kube.RbacV1().RoleBindings("team-a").Get(ctx, store.BindingPrefix+"bob", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("bob's binding in team-a after removal: %v", err)
+	}
+	if _, err := st.Kube.CoreV1().ResourceQuotas("alice").Get(ctx, store.QuotaName, metav1.GetOptions{}); err != nil {
+		t.Errorf("alice's personal namespace has no quota: %v", err)
+	}
+	if lr, err := st.Kube.CoreV1().LimitRanges("team-a").Get(ctx, store.LimitsName, metav1.GetOptions{}); err != nil || lr.Spec.Limits[0].Default.Memory().String() != store.DefaultLimits.DefaultMemory {
+		t.Errorf("team-a's limit range: %v %v", lr, err)
 	}
 	if a := call(t, ts, "GET", p+"/nothing", admin, nil); a.status != 404 || a.err.Code != "not_found" {
 		t.Fatalf("unknown route: %d %+v", a.status, a.err)
