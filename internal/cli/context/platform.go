@@ -113,13 +113,19 @@ func fetchInfo(ctx context.Context, opts *Options, url, token string, ca []byte)
 			fmt.Errorf("platform %s presents a certificate of a CA this machine does not trust (%s, SHA-256 %s), and there is no terminal to confirm it on", url, cert.Subject, fp),
 			fmt.Sprintf("give the platform's CA certificate with --ca-cert FILE or %s=FILE (the administrator has it; 'make platform-up' writes /tmp/devtool-cluster/platform-ca.crt)", api.EnvCACert))
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "The platform %s presents a certificate signed by a CA this machine does not trust:\n  subject: %s\n  SHA-256: %s\nCompare the fingerprint with the one your administrator gave you.\n", url, cert.Subject, fp)
-	i, err := prompt.Select(ctx, opts.IO.In, opts.IO.ErrOut, "Trust this CA for "+url+"?", []string{"yes, trust it and save it with the context", "no"}, 1)
+	what := "CA"
+	if !cert.IsCA {
+		// The server sent its own certificate without its CA: that certificate is what gets pinned
+		// (until the platform renews it).
+		what = "certificate"
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "The platform %s presents a certificate this machine does not trust. Its %s:\n  subject: %s\n  SHA-256: %s\nCompare the fingerprint with the one your administrator gave you.\n", url, what, cert.Subject, fp)
+	i, err := prompt.Select(ctx, opts.IO.In, opts.IO.ErrOut, "Trust this "+what+" for "+url+"?", []string{"yes, trust it and save it with the context", "no"}, 1)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if i != 0 {
-		return nil, nil, nil, errs.WithHint(fmt.Errorf("the platform's CA was not trusted; nothing was saved"),
+		return nil, nil, nil, errs.WithHint(fmt.Errorf("the platform's %s was not trusted; nothing was saved", what),
 			fmt.Sprintf("give its CA certificate with --ca-cert FILE or %s=FILE", api.EnvCACert))
 	}
 	ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
