@@ -132,3 +132,24 @@ func TestPlatformLoginConfirmsFingerprintOnATerminal(t *testing.T) {
 		t.Fatalf("saved: %+v", c)
 	}
 }
+
+func TestShowWithCIVariablesAndNoSavedContext(t *testing.T) {
+	h := newHarness(t)
+	h.setenv("DEVTOOL_URL", "https://Platform.Example/")
+	h.setenv("DEVTOOL_TOKEN", "dvt_0123456789abcdef_secret")
+	h.setenv("DEVTOOL_NAMESPACE", "ci-42")
+	if err := h.run(t, "show"); err != nil {
+		t.Fatal(err)
+	}
+	var rec Record
+	if err := json.Unmarshal(h.out.Bytes(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Name != "https://platform.example" || rec.Token != Redacted || !rec.IsDevtool || rec.Namespace != "ci-42" ||
+		strings.Contains(h.out.String(), "secret") {
+		t.Fatalf("show: %s", h.out.String())
+	}
+	if len(h.store(t).Contexts) != 0 {
+		t.Fatal("the CI variables saved a context")
+	}
+}
