@@ -9,7 +9,7 @@ AGENT_LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT)
 LDFLAGS := $(AGENT_LDFLAGS) -X $(PKG).Date=$(DATE)
 GO      ?= go
 
-.PHONY: help build agent install test test-unit test-integration vet deps cluster-build cluster-up cluster-down demo
+.PHONY: help build agent install test test-unit test-integration vet deps cluster-build cluster-up cluster-down demo platform-bin platform-up platform-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ agent: ## cross-build devtool-agent (static) for linux/amd64 and linux/arm64, gz
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(AGENT_LDFLAGS)' -o $(AGENT_BIN)/devtool-agent-linux-$$arch ./cmd/devtool-agent; \
 		gzip -9 -n -f $(AGENT_BIN)/devtool-agent-linux-$$arch; \
 	done
+
+platform-bin: ## build bin/devtool-platform (static; no date stamped, so an unchanged server is the same image)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(AGENT_LDFLAGS)' -o bin/devtool-platform ./cmd/devtool-platform
 
 install: agent ## install devtool into GOBIN
 	CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/devtool
@@ -55,3 +58,9 @@ demo: ## the main job: local cluster, then a real deploy of examples/hello and a
 
 cluster-down: ## stop the local cluster and remove everything it made on the host
 	hack/cluster/down.sh
+
+platform-up: ## install the platform server into the local cluster (2 replicas); writes platform-url, -ca.crt, -admin-token
+	hack/platform.sh up
+
+platform-down: ## remove the platform server, its users' namespaces and the three files
+	hack/platform.sh down

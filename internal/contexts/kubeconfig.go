@@ -19,6 +19,10 @@ type Kubeconfig struct {
 	Config *clientcmdapi.Config
 }
 
+// KubeconfigPaths is the KUBECONFIG list when set, else ~/.kube/config: the files kubectl merges,
+// the first being the one it writes.
+func KubeconfigPaths(getenv func(string) string) []string { return kubeconfigPaths(getenv) }
+
 // kubeconfigPaths is the KUBECONFIG list when set, else ~/.kube/config.
 func kubeconfigPaths(getenv func(string) string) []string {
 	var paths []string

@@ -39,7 +39,7 @@ func Use(store *Store, kc *Kubeconfig, o UseOptions) (*UseResult, error) {
 		if c == nil {
 			switch {
 			case IsPlatformURL(o.Name):
-				return fmt.Errorf("%s is a platform URL: %w (a platform context needs an account and token from the platform)", o.Name, ErrPlatformUnavailable)
+				return fmt.Errorf("%s is a platform URL with no saved context: %w (log in with 'devtool context use %s --token <token>')", o.Name, ErrNoPlatformCredentials, o.Name)
 			case kc == nil || !kc.HasContext(o.Name):
 				if kc == nil {
 					return fmt.Errorf("context %q not found", o.Name)

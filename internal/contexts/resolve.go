@@ -1,14 +1,18 @@
 package contexts
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/devtool/devtool/internal/errs"
 	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/client"
 )
 
 // Resolver builds the Target of a command from its flags, the devtool context store and the
@@ -45,6 +49,8 @@ type Target struct {
 	ClusterDomain string // public domain for endpoints, "" when unknown
 	IsPlatform    bool   // the context points to a devtool platform
 	Token         string // platform API token; never printed
+	// Platform is the platform context in use (IsPlatform), for commands that call its API.
+	Platform *Context
 }
 
 // Selection is which contexts and namespace a command uses, decided without touching the network.
@@ -119,13 +125,29 @@ func (r *Resolver) Select(flags Flags) (*Selection, error) {
 		return nil, err
 	}
 	sel := &Selection{Kubeconfig: kc}
+	envURL := ""
+	if u := r.getenv(api.EnvURL); u != "" {
+		if envURL, err = client.NormalizeURL(u); err != nil {
+			return nil, errs.WithHint(fmt.Errorf("%s: %w", api.EnvURL, err), "set it to the platform's address, as https://platform.example")
+		}
+	}
 	switch {
 	case flags.Context != "":
 		sel.Context = cfg.Contexts[flags.Context]
+		if sel.Context == nil && IsPlatformURL(flags.Context) {
+			if u, err := client.NormalizeURL(flags.Context); err == nil {
+				sel.Context = cfg.Contexts[u]
+				if sel.Context == nil && u == envURL {
+					if sel.Context, err = EnvContext(r.Getenv, cfg); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
 		if sel.Context == nil {
 			if IsPlatformURL(flags.Context) {
-				return nil, errs.WithHint(fmt.Errorf("--context %s: no such devtool context; %w", flags.Context, ErrPlatformUnavailable),
-					"use a Kubernetes context name from your kubeconfig")
+				return nil, errs.WithHint(fmt.Errorf("--context %s: no devtool context for this platform", flags.Context),
+					fmt.Sprintf("log in with 'devtool context use %s --token <token>', or set %s and %s", flags.Context, api.EnvURL, api.EnvToken))
 			}
 			if !kc.HasContext(flags.Context) {
 				return nil, errs.WithHint(
@@ -133,6 +155,10 @@ func (r *Resolver) Select(flags Flags) (*Selection, error) {
 					"'devtool context list' shows the devtool contexts")
 			}
 			sel.KubeContext = flags.Context
+		}
+	case envURL != "":
+		if sel.Context, err = EnvContext(r.Getenv, cfg); err != nil {
+			return nil, err
 		}
 	case cfg.CurrentContext != "":
 		sel.Context = cfg.Current()
@@ -147,13 +173,20 @@ func (r *Resolver) Select(flags Flags) (*Selection, error) {
 			msg := fmt.Sprintf("no current context: the kubeconfig (%s) sets no current-context and no devtool context is selected", kc.Describe())
 			if len(kc.ContextNames()) == 0 {
 				return nil, errs.WithHint(fmt.Errorf("%s", msg),
-					"set KUBECONFIG or create ~/.kube/config (for the local cluster run 'make cluster-up')")
+					"set KUBECONFIG or create ~/.kube/config (for the local cluster run 'make cluster-up'), or set DEVTOOL_URL and DEVTOOL_TOKEN for a platform")
 			}
 			return nil, errs.WithHint(fmt.Errorf("%s", msg),
 				fmt.Sprintf("run 'devtool context use <name>' with one of: %s", strings.Join(kc.ContextNames(), ", ")))
 		}
 		if !kc.HasContext(sel.KubeContext) {
 			return nil, fmt.Errorf("the kubeconfig's current-context: %w", kc.missingContextError(sel.KubeContext))
+		}
+	}
+	// DEVTOOL_TOKEN, DEVTOOL_NAMESPACE and DEVTOOL_CA_CERT apply to the platform context DEVTOOL_URL
+	// names, or, without DEVTOOL_URL, to the platform context in use.
+	if c := sel.Context; c != nil && c.IsDevtool && !c.fromEnv && (envURL == "" || envURL == c.Name) {
+		if sel.Context, err = withEnv(c, r.getenv); err != nil {
+			return nil, err
 		}
 	}
 	if c := sel.Context; c != nil {
@@ -166,6 +199,15 @@ func (r *Resolver) Select(flags Flags) (*Selection, error) {
 			}
 		}
 	}
+	if c := sel.Context; c != nil && c.IsDevtool && sel.KubeContext == "" {
+		// A platform user's default namespace is their personal one (named after them); a context
+		// from DEVTOOL_URL alone learns it in Resolve.
+		sel.Namespace = firstNonEmpty(flags.Namespace, c.Namespace, c.Username)
+		if sel.Namespace == "" && !c.fromEnv {
+			sel.Namespace = "default"
+		}
+		return sel, nil
+	}
 	sel.Namespace = firstNonEmpty(flags.Namespace, nsOf(sel.Context), kc.Namespace(sel.KubeContext), "default")
 	return sel, nil
 }
@@ -176,9 +218,43 @@ func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
+	var restCfg *rest.Config
 	if sel.KubeContext == "" {
-		return nil, fmt.Errorf("context %q is a platform context without Kubernetes credentials: %w", sel.Name(), ErrPlatformUnavailable)
+		if restCfg, err = r.platformConfig(sel); err != nil {
+			return nil, err
+		}
+	} else if restCfg, err = r.kubeconfigConfig(sel); err != nil {
+		return nil, err
 	}
+	kc, err := kube.NewClient(restCfg, sel.Namespace, sel.KubeContext)
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{
+		Kube:          kc,
+		Namespace:     sel.Namespace,
+		ContextName:   sel.Name(),
+		KubeContext:   sel.KubeContext,
+		Registry:      r.getenv("DEVTOOL_REGISTRY"),
+		Builder:       r.getenv("DEVTOOL_BUILDER"),
+		ClusterDomain: r.getenv("DEVTOOL_CLUSTER_DOMAIN"),
+	}
+	if c := sel.Context; c != nil {
+		t.Registry = firstNonEmpty(c.Registry, t.Registry)
+		t.Builder = firstNonEmpty(c.Builder, t.Builder)
+		t.ClusterDomain = firstNonEmpty(c.ClusterDomain, t.ClusterDomain)
+		t.IsPlatform = c.IsDevtool
+		t.Token = c.Token
+		if c.IsDevtool {
+			cp := *c
+			t.Platform = &cp
+		}
+	}
+	return t, nil
+}
+
+// kubeconfigConfig is the client configuration of the selection's kubeconfig context.
+func (r *Resolver) kubeconfigConfig(sel *Selection) (*rest.Config, error) {
 	if err := kube.CheckReferencedFiles(sel.Kubeconfig.Config, sel.KubeContext); err != nil {
 		return nil, err
 	}
@@ -204,27 +280,47 @@ func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 			return nil, err
 		}
 	}
-	kc, err := kube.NewClient(restCfg, sel.Namespace, sel.KubeContext)
+	return restCfg, nil
+}
+
+// platformConfig is the client configuration of a platform user (see PlatformRESTConfig). A context
+// from DEVTOOL_URL alone also learns the registry, builder and domain (GET /api/v1/info) and, when no
+// namespace was given, the user's personal namespace (GET /api/v1/me).
+func (r *Resolver) platformConfig(sel *Selection) (*rest.Config, error) {
+	c := sel.Context
+	ctx, cancel := context.WithTimeout(context.Background(), 2*client.DefaultTimeout)
+	defer cancel()
+	store, err := r.Store()
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{
-		Kube:          kc,
-		Namespace:     sel.Namespace,
-		ContextName:   sel.Name(),
-		KubeContext:   sel.KubeContext,
-		Registry:      r.getenv("DEVTOOL_REGISTRY"),
-		Builder:       r.getenv("DEVTOOL_BUILDER"),
-		ClusterDomain: r.getenv("DEVTOOL_CLUSTER_DOMAIN"),
+	if c.fromEnv {
+		pc, err := PlatformClient(c)
+		if err != nil {
+			return nil, err
+		}
+		defer pc.Close()
+		info, err := pc.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cp := *c
+		cp.Registry, cp.Builder, cp.ClusterDomain = info.Registry, info.Builder, info.Domain
+		if sel.Namespace == "" {
+			if err := needToken(c); err != nil {
+				return nil, err
+			}
+			me, err := pc.Me(ctx)
+			if err != nil {
+				return nil, err
+			}
+			cp.Username = me.Name
+			sel.Namespace = firstNonEmpty(me.Namespace, me.Name)
+		}
+		sel.Context = &cp
+		c = &cp
 	}
-	if c := sel.Context; c != nil {
-		t.Registry = firstNonEmpty(c.Registry, t.Registry)
-		t.Builder = firstNonEmpty(c.Builder, t.Builder)
-		t.ClusterDomain = firstNonEmpty(c.ClusterDomain, t.ClusterDomain)
-		t.IsPlatform = c.IsDevtool
-		t.Token = c.Token
-	}
-	return t, nil
+	return PlatformRESTConfig(ctx, &KubeTokens{Store: store}, c)
 }
 
 func nsOf(c *Context) string {

@@ -163,7 +163,7 @@ func TestResolveErrors(t *testing.T) {
 		{name: "unknown context flag", kubeconfig: kubeconfig, flags: Flags{Context: "nope"},
 			want: []string{`"nope"`, "kube-a, kube-b"}},
 		{name: "platform URL flag", kubeconfig: kubeconfig, flags: Flags{Context: "https://x.example"},
-			want: []string{"platform login is not available"}},
+			want: []string{"no devtool context for this platform", "devtool context use https://x.example --token", "DEVTOOL_URL"}},
 		{name: "bad namespace flag", kubeconfig: kubeconfig, flags: Flags{Namespace: "Bad_NS"},
 			want: []string{"--namespace", "Bad_NS"}, flagErr: true},
 		{name: "no current context anywhere", kubeconfig: noCurrent, want: []string{"no current context", "kube-a"}},
@@ -175,7 +175,7 @@ func TestResolveErrors(t *testing.T) {
 			store: `{"currentContext": "ghost", "contexts": {}}`, want: []string{`"ghost" is not in the context store`}},
 		{name: "platform context without credentials", kubeconfig: kubeconfig,
 			store: `{"currentContext": "https://p", "contexts": {"https://p": {"name": "https://p", "isDevtool": true}}}`,
-			want:  []string{"platform login is not available"}},
+			want:  []string{"no API token for the platform", "devtool context use https://p --token"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,7 +222,7 @@ func TestUseAndDelete(t *testing.T) {
 	if err != nil || res.Created || res.Context.Namespace != "other" {
 		t.Fatalf("use kube-b again: %+v %v", res, err)
 	}
-	if _, err := Use(s, kc, UseOptions{Name: "https://platform.example"}); !errors.Is(err, ErrPlatformUnavailable) {
+	if _, err := Use(s, kc, UseOptions{Name: "https://platform.example"}); !errors.Is(err, ErrNoPlatformCredentials) {
 		t.Errorf("platform URL: %v", err)
 	}
 	if _, err := Use(s, kc, UseOptions{Name: "missing"}); err == nil || !strings.Contains(err.Error(), "kube-a, kube-b") {

@@ -45,9 +45,16 @@ type Context struct {
 	Username string `json:"username,omitempty"`
 	// ClusterDomain is the public domain endpoints are served under.
 	ClusterDomain string `json:"clusterDomain,omitempty"`
-	// KubeContext is the kubeconfig context holding the credentials; empty means Name.
+	// KubeContext is the kubeconfig context holding the credentials; empty means Name, except for
+	// a platform context, whose credentials come from the platform (see PlatformRESTConfig).
 	KubeContext string `json:"kubeContext,omitempty"`
+
+	// fromEnv marks a context made from DEVTOOL_URL alone (not saved).
+	fromEnv bool
 }
+
+// FromEnv reports whether the context comes from DEVTOOL_URL with no saved context of that URL.
+func (c *Context) FromEnv() bool { return c.fromEnv }
 
 // KubeContextName is the kubeconfig context this devtool context uses.
 func (c *Context) KubeContextName() string {
@@ -278,6 +285,14 @@ func outsideHome(dir string) error {
 		return fmt.Errorf("%s leads to %s through a symbolic link, outside %s: devtool does not change the permissions of a folder outside it; replace the link by a folder (mode 0700) or set DEVTOOL_HOME", dir, real, home)
 	}
 	return nil
+}
+
+// WriteFileAtomic replaces path with data (mode 0600) atomically, creating its folder (0700) when missing.
+func WriteFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
+	}
+	return writeAtomic(path, data, nil)
 }
 
 // writeAtomic replaces path with data (0600): a temporary file in the same folder is written and

@@ -15,6 +15,7 @@ import (
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/iostreams"
+	"github.com/devtool/devtool/internal/platform/api"
 )
 
 // Options are the inputs of `devtool context` and `devtool context use`.
@@ -26,6 +27,7 @@ type Options struct {
 	Namespace string
 	Builder   string
 	Token     string
+	CACert    string // --ca-cert: the platform's CA (PEM file)
 	// ArgHint is how the error for a missing name (no terminal) tells the user to give it.
 	ArgHint string
 }
@@ -43,9 +45,17 @@ context from your kubeconfig (KUBECONFIG, or ~/.kube/config), which becomes a de
 On a terminal, with no argument, it asks which context to use. Without a terminal the
 context name is required.
 
+A platform URL (https://...) logs in with an API token (--token, or DEVTOOL_TOKEN): devtool checks
+the platform's version and the token, and saves the context with the token, the user name, the
+platform's registry, builder and domain, and its CA (--ca-cert FILE or DEVTOOL_CA_CERT; on a
+terminal, devtool can show the CA's SHA-256 fingerprint and ask). This build has no browser login.
+For CI, DEVTOOL_URL and DEVTOOL_TOKEN (and DEVTOOL_NAMESPACE, DEVTOOL_CA_CERT) work with no saved
+context at all.
+
 Contexts are stored in ~/.devtool/context/config.json (DEVTOOL_HOME replaces ~).
 The kubeconfig is never modified.`,
 		Example: `  devtool context                      # choose interactively
+  devtool context https://platform.example --token dvt_... --ca-cert platform-ca.crt
   devtool context kind-dev --namespace web --builder tcp://127.0.0.1:1234
   devtool context use kind-dev`,
 		Args: cobra.MaximumNArgs(1),
@@ -78,9 +88,15 @@ The kubeconfig is never modified.`,
 	}
 	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", "", "namespace of the context (default: the kubeconfig context's namespace)")
 	cmd.Flags().StringVarP(&opts.Builder, "builder", "b", "", "build service of the context: tcp://<host>:<port>, or docker for the local daemon")
-	cmd.Flags().StringVarP(&opts.Token, "token", "t", "", "API token for a platform URL")
+	addPlatformFlags(cmd, opts)
 	cmd.AddCommand(NewUseCmd(f, nil), NewListCmd(f, nil), NewShowCmd(f, nil), NewDeleteCmd(f, nil))
 	return cmd
+}
+
+// addPlatformFlags registers --token and --ca-cert.
+func addPlatformFlags(cmd *cobra.Command, opts *Options) {
+	cmd.Flags().StringVarP(&opts.Token, "token", "t", "", "API token for a platform URL (default: $"+api.EnvToken+")")
+	cmd.Flags().StringVar(&opts.CACert, "ca-cert", "", "the platform's CA certificate, a PEM file (default: $"+api.EnvCACert+", else the saved one, else ask on a terminal)")
 }
 
 func validateBuilder(b string) error {
@@ -92,12 +108,20 @@ func validateBuilder(b string) error {
 
 // run selects (or prompts for) a context and makes it current.
 func run(ctx context.Context, opts *Options) error {
-	if opts.Token != "" {
-		if opts.Name != "" && !contexts.IsPlatformURL(opts.Name) {
-			return cmdutil.FlagErrorf("--token is for platform URLs; %q is a Kubernetes context, whose credentials come from the kubeconfig", opts.Name)
+	if opts.Token != "" || opts.CACert != "" {
+		flag := "--token"
+		if opts.Token == "" {
+			flag = "--ca-cert"
 		}
-		return cmdutil.WithHint(fmt.Errorf("--token: %w", contexts.ErrPlatformUnavailable),
-			"select a Kubernetes context from your kubeconfig: devtool context use <kubernetes_context_name>")
+		if opts.Name == "" {
+			return cmdutil.FlagErrorf("%s needs the platform URL: devtool context use https://<platform> %s ...", flag, flag)
+		}
+		if !contexts.IsPlatformURL(opts.Name) {
+			return cmdutil.FlagErrorf("%s is for platform URLs; %q is a Kubernetes context, whose credentials come from the kubeconfig", flag, opts.Name)
+		}
+	}
+	if contexts.IsPlatformURL(opts.Name) {
+		return loginPlatform(ctx, opts)
 	}
 	store, err := contexts.StoreFromEnv(opts.Getenv)
 	if err != nil {
@@ -116,12 +140,12 @@ func run(ctx context.Context, opts *Options) error {
 			return err
 		}
 		opts.Name = name
+		if contexts.IsPlatformURL(opts.Name) {
+			return loginPlatform(ctx, opts)
+		}
 	}
 	res, err := contexts.Use(store, kc, contexts.UseOptions{Name: opts.Name, Namespace: opts.Namespace, Builder: opts.Builder})
 	if err != nil {
-		if contexts.IsPlatformURL(opts.Name) {
-			return cmdutil.WithHint(err, "select a Kubernetes context from your kubeconfig: devtool context use <kubernetes_context_name>")
-		}
 		return err
 	}
 	verb := "Using"

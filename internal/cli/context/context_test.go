@@ -194,8 +194,10 @@ func TestBadInput(t *testing.T) {
 		want string
 		flag bool
 	}{
-		{[]string{"use", "https://platform.example"}, "platform login is not available", false},
-		{[]string{"https://platform.example", "--token", "abc"}, "platform login is not available", false},
+		{[]string{"use", "https://platform.example"}, "needs an API token", false},
+		{[]string{"http://platform.example", "--token", "abc"}, "must start with https://", true},
+		{[]string{"--token", "abc"}, "--token needs the platform URL", true},
+		{[]string{"kube-a", "--ca-cert", "x"}, "--ca-cert is for platform URLs", true},
 		{[]string{"kube-a", "--token", "abc"}, "--token is for platform URLs", true},
 		{[]string{"use", "nope"}, `"nope" not found`, false},
 		{[]string{"kube-a", "--namespace", "Not_Valid"}, "--namespace", true},

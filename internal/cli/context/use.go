@@ -12,7 +12,7 @@ import (
 // NewUseCmd builds `devtool context use`.
 func NewUseCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Getenv: f.Getenv}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "use [<platform_url> | <kubernetes_context_name>]",
 		Short: "Set the default context",
 		Long: `Set the default context of devtool commands. A Kubernetes context from your kubeconfig
@@ -20,9 +20,11 @@ func NewUseCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 is used, with the kubeconfig's namespace for it. The kubeconfig itself is never modified.
 
 With no argument it asks which context to use (on a terminal only).
-Platform URLs (https://...) need platform login, which this build does not have.`,
-		Example: `  devtool context use kind-dev`,
-		Args:    cobra.MaximumNArgs(1),
+A platform URL (https://...) logs in with an API token (--token or DEVTOOL_TOKEN) and saves the
+context; see 'devtool context --help'.`,
+		Example: `  devtool context use kind-dev
+  devtool context use https://platform.example --token dvt_... --ca-cert platform-ca.crt`,
+		Args: cobra.MaximumNArgs(1),
 		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
@@ -34,12 +36,20 @@ Platform URLs (https://...) need platform login, which this build does not have.
 				opts.Name = args[0]
 			}
 			opts.ArgHint = "devtool context use <kubernetes_context_name>"
+			if opts.Namespace != "" {
+				if err := contexts.ValidateNamespace(opts.Namespace); err != nil {
+					return cmdutil.FlagErrorf("--namespace: %v", err)
+				}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return run(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", "", "namespace of the context (default: the saved one, a platform user's personal namespace, or the kubeconfig's)")
+	addPlatformFlags(cmd, opts)
+	return cmd
 }
 
 // completeNames lists devtool contexts and, with kube, the kubeconfig's contexts, for shell completion.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/composeenv"
+	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
@@ -112,6 +113,16 @@ func run(ctx context.Context, opts *Options) error {
 	target, err := dryRunTarget(opts)
 	if err != nil {
 		return err
+	}
+	// On a platform, a namespace the user does not have yet is created (they become its owner).
+	if target.Platform != nil && !opts.DryRun {
+		created, err := contexts.EnsureNamespace(ctx, target.Platform, target.Namespace)
+		if err != nil {
+			return fmt.Errorf("namespace %s on the platform: %w", target.Namespace, err)
+		}
+		if created {
+			fmt.Fprintf(opts.IO.ErrOut, "Namespace %s created on the platform.\n", target.Namespace)
+		}
 	}
 	vars, _ := parseVars(opts.Vars)
 	shell := "bash"

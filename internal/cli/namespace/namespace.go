@@ -1,6 +1,6 @@
 // Package namespace implements `devtool namespace` and its subcommands. `use` and the interactive
-// selection work on any cluster; create, delete and list manage namespaces through the platform and
-// only exist on clusters with the platform installed.
+// selection work on any cluster (through the platform's API on a platform context); create, delete,
+// list, share and unshare manage namespaces through the platform and only exist on platform contexts.
 package namespace
 
 import (
@@ -19,6 +19,7 @@ import (
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/iostreams"
+	"github.com/devtool/devtool/internal/platform/client"
 )
 
 // Options are the inputs of `devtool namespace` and `devtool namespace use`.
@@ -38,7 +39,8 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		Aliases: []string{"ns"},
 		Short:   "Select the namespace devtool commands use",
 		Long: `Select, from a list, the default namespace of the current context (on a terminal only;
-otherwise use 'devtool namespace use <name>'). Creating namespaces needs the platform.`,
+otherwise use 'devtool namespace use <name>'). Creating, deleting, listing and sharing namespaces
+needs a platform context.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -49,8 +51,8 @@ otherwise use 'devtool namespace use <name>'). Creating namespaces needs the pla
 	}
 	cmd.Flags().StringVarP(&opts.Context, "context", "c", "", "context whose namespace to set (default: the current context)")
 	cmd.AddCommand(NewUseCmd(f, nil))
-	for _, verb := range []string{"create", "delete", "list"} {
-		cmd.AddCommand(newPlatformCmd(f, verb))
+	for _, verb := range []string{"create", "delete", "list", "share", "unshare"} {
+		cmd.AddCommand(newPlatformCmd(f, verb, nil))
 	}
 	return cmd
 }
@@ -91,6 +93,9 @@ func run(ctx context.Context, opts *Options) error {
 	r := &contexts.Resolver{Getenv: opts.Getenv}
 	if opts.Name == "" && !opts.IO.CanPrompt() {
 		return cmdutil.FlagErrorf("no terminal to choose a namespace on: give it, as in 'devtool namespace use <name>'")
+	}
+	if sel, err := r.Select(contexts.Flags{Context: opts.Context}); err == nil && sel.Context != nil && sel.Context.IsDevtool {
+		return usePlatform(ctx, opts, sel)
 	}
 	// The namespace flag is left empty: the check below is about opts.Name, not the current one.
 	t, err := r.Resolve(contexts.Flags{Context: opts.Context})
@@ -176,61 +181,47 @@ func choose(ctx context.Context, io *iostreams.IOStreams, t *cmdutil.Target) (st
 // ErrPlatformOnly is the spec's error for namespace create, delete and list off the platform.
 var ErrPlatformOnly = errors.New("only available on clusters with the platform installed")
 
-// newPlatformCmd builds create, delete or list: they manage namespaces through the platform.
-func newPlatformCmd(f *cmdutil.Factory, verb string) *cobra.Command {
-	var ctxFlag string
-	use, short, nargs := verb+" <name>", "", 1
-	switch verb {
-	case "create":
-		short = "Create a namespace and select it (platform only)"
-	case "delete":
-		short = "Delete a namespace, running the manifest's destroy commands (platform only)"
-	case "list":
-		use, short, nargs = "list", "List your namespaces; the current one is marked with * (platform only)", 0
+// usePlatform selects a namespace of a platform context: the choices and the check come from the
+// platform's API (RBAC cannot limit listing namespaces to a user's own).
+func usePlatform(ctx context.Context, opts *Options, sel *contexts.Selection) error {
+	pc, err := contexts.PlatformClient(sel.Context)
+	if err != nil {
+		return err
 	}
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != nargs {
-				if nargs == 0 {
-					return cmdutil.FlagErrorf("namespace list takes no arguments")
-				}
-				return cmdutil.FlagErrorf("give the namespace: devtool namespace %s <name>", verb)
+	defer pc.Close()
+	if opts.Name == "" {
+		list, err := pc.Namespaces(ctx)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			return cmdutil.WithHint(errors.New("you are a member of no namespace"), "create one with 'devtool namespace create <name>'")
+		}
+		labels, def := make([]string, len(list)), -1
+		for i, n := range list {
+			labels[i] = n.Name
+			if n.Name == sel.Namespace {
+				labels[i], def = n.Name+" (current)", i
 			}
-			return nil
-		},
-		RunE: func(*cobra.Command, []string) error {
-			return platformOnly(f.Getenv, verb, ctxFlag)
-		},
-	}
-	cmd.Flags().StringVarP(&ctxFlag, "context", "c", "", "context to use (default: the current context)")
-	return cmd
-}
-
-// platformOnly fails with the spec's message unless the context (--context, else the current devtool
-// context) is a platform context; on a platform context it says the platform client is not in this
-// build. Only the context store is read: a cluster without the platform needs no connection to say so.
-func platformOnly(getenv func(string) string, verb, ctxFlag string) error {
-	store, err := (&contexts.Resolver{Getenv: getenv}).Store()
-	if err != nil {
+		}
+		i, err := prompt.Select(ctx, opts.IO.In, opts.IO.ErrOut, fmt.Sprintf("Select a namespace of context %s:", sel.Context.Name), labels, def)
+		if err != nil {
+			return err
+		}
+		opts.Name = list[i].Name
+	} else if _, err := pc.Namespace(ctx, opts.Name); err != nil {
+		if client.IsNotFound(err) {
+			return cmdutil.WithHint(fmt.Errorf("namespace %s does not exist or you are not a member: %w", opts.Name, err),
+				"'devtool namespace list' shows yours; 'devtool namespace create <name>' makes one")
+		}
 		return err
 	}
-	cfg, err := store.Load()
-	if err != nil {
+	popts := &PlatformOptions{IO: opts.IO, Getenv: opts.Getenv}
+	if err := selectNamespace(popts, sel, opts.Name); err != nil {
 		return err
 	}
-	name := ctxFlag
-	if name == "" {
-		name = cfg.CurrentContext
+	if !sel.Context.FromEnv() {
+		fmt.Fprintf(opts.IO.ErrOut, "Using namespace %s in context %s.\n", opts.Name, sel.Context.Name)
 	}
-	if c := cfg.Contexts[name]; c != nil && c.IsDevtool {
-		return fmt.Errorf("namespace %s on platform context %s: %w", verb, name, contexts.ErrPlatformUnavailable)
-	}
-	which := "no platform context is selected"
-	if name != "" {
-		which = fmt.Sprintf("the context %s is a plain Kubernetes context", name)
-	}
-	return cmdutil.WithHint(fmt.Errorf("namespace %s is %w; %s", verb, ErrPlatformOnly, which),
-		"on this cluster, select an existing namespace with 'devtool namespace use <name>' and manage namespaces with kubectl")
+	return nil
 }

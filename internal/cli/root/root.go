@@ -22,6 +22,7 @@ import (
 	"github.com/devtool/devtool/internal/cli/endpoints"
 	execcmd "github.com/devtool/devtool/internal/cli/exec"
 	initcmd "github.com/devtool/devtool/internal/cli/init"
+	kubeconfigcmd "github.com/devtool/devtool/internal/cli/kubeconfig"
 	logscmd "github.com/devtool/devtool/internal/cli/logs"
 	"github.com/devtool/devtool/internal/cli/namespace"
 	restartcmd "github.com/devtool/devtool/internal/cli/restart"
@@ -91,6 +92,8 @@ their images, streams their logs, and manages the contexts and namespaces its co
 	cmd.AddCommand(endpoints.NewCmd(f, nil))
 	cmd.AddCommand(contextcmd.NewCmd(f, nil))
 	cmd.AddCommand(namespace.NewCmd(f, nil))
+	cmd.AddCommand(kubeconfigcmd.NewCmd(f, nil))
+	cmd.AddCommand(kubeconfigcmd.NewTokenCmd(f, nil))
 	cmd.AddCommand(analytics.NewCmd(f, nil))
 	cmd.AddCommand(initcmd.NewCmd(f, nil))
 	cmd.AddCommand(logscmd.NewCmd(f, nil))

@@ -1,0 +1,204 @@
+// Command devtool-platform is the platform server (docs/platform.md): `serve` runs the API in the
+// cluster, `install` puts the platform into a cluster (run by deploy/platform/devtool.yml).
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/devtool/devtool/internal/buildinfo"
+	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/install"
+	"github.com/devtool/devtool/internal/platform/server"
+	"github.com/devtool/devtool/internal/platform/store"
+)
+
+const usage = `usage: devtool-platform serve|install [flags]   (devtool-platform <command> -h lists the flags)`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], stderr)
+	case "install":
+		err = installCmd(ctx, args[1:], stderr)
+	case "version":
+		fmt.Println(buildinfo.Version)
+	default:
+		fmt.Fprintf(stderr, "devtool-platform: unknown command %q\n%s\n", args[0], usage)
+		return 2
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue), errors.Is(err, flag.ErrHelp):
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "devtool-platform:", err)
+		}
+		return 2
+	case errors.Is(err, context.Canceled):
+		return 130
+	}
+	fmt.Fprintln(stderr, "devtool-platform:", err)
+	return 1
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ns := fs.String("namespace", store.DefaultNamespace, "the platform's namespace (its users, tokens, ServiceAccounts)")
+	listen := fs.String("listen", ":8443", "address to serve HTTPS on (in a pod: its own network only)")
+	certFile := fs.String("tls-cert", "", "serving certificate (PEM)")
+	keyFile := fs.String("tls-key", "", "serving key (PEM)")
+	apiServer := fs.String("api-server", "", "the Kubernetes API address users' kubeconfigs get")
+	caFile := fs.String("api-server-ca-file", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", "the Kubernetes API's CA (PEM), given to users")
+	domain := fs.String("domain", "", "the platform's domain")
+	registry := fs.String("registry", "", "the registry users push to (host[:port])")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster, else KUBECONFIG)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if *certFile == "" || *keyFile == "" {
+		return usageError{"serve: --tls-cert and --tls-key are required (the platform serves HTTPS only)"}
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("pod", os.Getenv("POD_NAME"))
+	cfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "devtool-platform/" + buildinfo.Version
+	st, err := store.New(cfg, *ns)
+	if err != nil {
+		return err
+	}
+	ca, err := os.ReadFile(*caFile)
+	if err != nil {
+		return fmt.Errorf("reading the API server's CA: %w", err)
+	}
+	srv := server.New(server.Options{Store: st, Log: log, Instance: os.Getenv("POD_NAME"), Info: api.Info{
+		Version: buildinfo.Version, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain, Registry: *registry,
+	}})
+	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+	if err != nil {
+		return fmt.Errorf("loading the serving certificate: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := st.Start(ictx); err != nil {
+		ln.Close()
+		return err
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "version", buildinfo.Version)
+	done := make(chan error, 1)
+	go func() { done <- hs.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	err = hs.Shutdown(sctx)
+	<-done
+	log.Info("stopped")
+	return err
+}
+
+func installCmd(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("install", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := install.Options{}
+	fs.StringVar(&o.Namespace, "namespace", store.DefaultNamespace, "the platform's namespace")
+	fs.StringVar(&o.Image, "image", "", "the platform image to run (default: push this binary to --registry)")
+	fs.StringVar(&o.Registry, "registry", "", "registry to push the image to (host[:port])")
+	fs.StringVar(&o.Host, "host", "devtool.localhost", "the platform's host name")
+	fs.StringVar(&o.APIServer, "api-server", "", "the Kubernetes API address users get (required)")
+	fs.StringVar(&o.OutDir, "out-dir", "/tmp/devtool-cluster", "folder for platform-url, platform-ca.crt, platform-admin-token")
+	replicas := fs.Int("replicas", 2, "replicas of the API")
+	fs.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "how long to wait for the rollout and the first answer")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default KUBECONFIG)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if o.APIServer == "" {
+		return usageError{"install: --api-server is required (the address users' kubeconfigs get, e.g. https://127.0.0.1:26443)"}
+	}
+	if *replicas < 1 || *replicas > 20 {
+		return usageError{"install: --replicas: between 1 and 20"}
+	}
+	o.Replicas = int32(*replicas)
+	cfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	o.Config = cfg
+	if o.Image == "" {
+		if o.Binary, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	o.Progress = func(s string) { fmt.Fprintln(stderr, "platform:", s) }
+	res, err := install.Install(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stderr, "platform: answering on", res.URL)
+	return nil
+}

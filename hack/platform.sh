@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# make platform-up / platform-down: the platform server in the local cluster (or the one KUBECONFIG
+# names), installed by devtool itself from deploy/platform/devtool.yml. Idempotent both ways.
+#   up    builds bin/devtool and bin/devtool-platform, deploys, waits until the platform answers, and
+#         leaves $STATE/platform-url, platform-ca.crt and platform-admin-token (0600)
+#   down  destroys that environment, the namespaces the platform made, and the three files
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. hack/cluster/lib.sh
+export KUBECONFIG=${KUBECONFIG:-$KUBECONFIG_OUT}
+[ -d "$BIN" ] && export PATH=$BIN:$PATH   # the cluster's kubectl
+NS=${PLATFORM_NAMESPACE:-devtool-system}
+files=("$STATE/platform-url" "$STATE/platform-ca.crt" "$STATE/platform-admin-token")
+case "${1:-}" in
+up)
+  make --no-print-directory build platform-bin
+  kubectl get namespace "$NS" >/dev/null 2>&1 || kubectl create namespace "$NS" >/dev/null
+  api=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  PLATFORM_API_SERVER=${PLATFORM_API_SERVER:-$api} PLATFORM_OUT_DIR=$STATE \
+    bin/devtool deploy --file deploy/platform/devtool.yml --namespace "$NS"
+  echo "platform: $(cat "$STATE/platform-url")  (CA $STATE/platform-ca.crt, admin token $STATE/platform-admin-token)"
+  ;;
+down)
+  make --no-print-directory build
+  if kubectl get namespace "$NS" >/dev/null 2>&1; then
+    bin/devtool destroy --file deploy/platform/devtool.yml --namespace "$NS"
+    kubectl delete namespace -l devtool.dev/managed=true --ignore-not-found --wait=false >/dev/null
+    kubectl delete namespace "$NS" --ignore-not-found >/dev/null
+  fi
+  rm -f "${files[@]}"
+  ;;
+*) echo "usage: hack/platform.sh up|down" >&2; exit 2 ;;
+esac

@@ -1,0 +1,409 @@
+package install
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/store"
+)
+
+// Options say what to install where.
+type Options struct {
+	Config    *rest.Config
+	Namespace string // default store.DefaultNamespace
+	Image     string // the image to run; "" = push the binary at Binary to Registry
+	Binary    string
+	Registry  string // where the image is pushed, e.g. 127.0.0.1:25000
+	Host      string // the platform's host name (and its domain), e.g. devtool.localhost
+	APIServer string // the Kubernetes API address users' kubeconfigs get
+	Replicas  int32
+	// OutDir receives platform-url, platform-ca.crt and platform-admin-token (0600).
+	OutDir   string
+	Progress func(string)
+	Timeout  time.Duration // for the rollout and the first answer; default 3 minutes
+}
+
+// Result is what an install made.
+type Result struct {
+	URL, Image string
+	NodePort   int32
+}
+
+const fieldManager = "devtool-platform"
+
+// Install puts the platform into the cluster (idempotent: a second run changes nothing that is
+// right already, keeps the TLS Secret and a still valid admin token file) and waits until it
+// answers on its URL.
+func Install(ctx context.Context, o Options) (*Result, error) {
+	if o.Namespace == "" {
+		o.Namespace = store.DefaultNamespace
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 2
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 3 * time.Minute
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	if o.Host == "" || o.APIServer == "" || o.OutDir == "" {
+		return nil, errors.New("install: the host, the API server address and the output folder are required")
+	}
+	st, err := store.New(o.Config, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	image := o.Image
+	if image == "" {
+		if o.Registry == "" || o.Binary == "" {
+			return nil, errors.New("install: give --image, or --registry to push this binary as the image")
+		}
+		image, err = PushImage(ctx, o.Binary, strings.TrimSuffix(o.Registry, "/")+"/"+o.Namespace+"/devtool-platform")
+		if err != nil {
+			return nil, err
+		}
+		o.Progress("image " + image)
+	}
+	if _, err := st.Kube.CoreV1().Namespaces().Get(ctx, o.Namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}
+		if _, err := st.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating namespace %s: %w", o.Namespace, err)
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	a := &applier{st: st}
+	for _, c := range CRDs() {
+		if err := a.apply(ctx, schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, "", c); err != nil {
+			return nil, err
+		}
+		if err := waitEstablished(ctx, st, c["metadata"].(map[string]any)["name"].(string)); err != nil {
+			return nil, err
+		}
+	}
+	o.Progress("custom resources users.devtool.dev and accesstokens.devtool.dev")
+	var objs []any
+	for _, r := range membershipRoles() {
+		objs = append(objs, r)
+	}
+	objs = append(objs, platformRBAC(o.Namespace)...)
+	for _, obj := range objs {
+		if err := a.applyTyped(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	o.Progress("roles devtool-owner, devtool-editor, devtool-viewer and the platform's own")
+	ca, err := ensureTLS(ctx, st, o.Namespace, o.Host, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range workload(o.Namespace, image, o.Replicas, ServeArgs{Namespace: o.Namespace, APIServer: o.APIServer, Domain: o.Host}) {
+		if err := a.applyTyped(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	svc, err := st.Kube.CoreV1().Services(o.Namespace).Get(ctx, Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	port := svc.Spec.Ports[0].NodePort
+	url := fmt.Sprintf("https://%s:%d", o.Host, port)
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(o.OutDir, "platform-ca.crt"), ca, 0o644); err != nil {
+		return nil, err
+	}
+	if err := ensureAdmin(ctx, st, filepath.Join(o.OutDir, "platform-admin-token")); err != nil {
+		return nil, err
+	}
+	o.Progress("admin token in " + filepath.Join(o.OutDir, "platform-admin-token"))
+	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := waitRollout(wctx, st, o.Namespace); err != nil {
+		return nil, err
+	}
+	o.Progress(fmt.Sprintf("deployment %s/%s: %d replicas ready", o.Namespace, Name, o.Replicas))
+	if err := waitAnswer(wctx, url, ca); err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(o.OutDir, "platform-url"), []byte(url+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	return &Result{URL: url, Image: image, NodePort: port}, nil
+}
+
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+type applier struct{ st *store.Store }
+
+func (a *applier) apply(ctx context.Context, gvr schema.GroupVersionResource, ns string, obj map[string]any) error {
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	name := obj["metadata"].(map[string]any)["name"].(string)
+	force := true
+	var r interface {
+		Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*unstructured.Unstructured, error)
+	} = a.st.Dyn.Resource(gvr)
+	if ns != "" {
+		r = a.st.Dyn.Resource(gvr).Namespace(ns)
+	}
+	if _, err := r.Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldManager, Force: &force}); err != nil {
+		return fmt.Errorf("applying %s %s: %w", gvr.Resource, name, err)
+	}
+	return nil
+}
+
+var resources = map[string]schema.GroupVersionResource{
+	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
+	"Service":            {Version: "v1", Resource: "services"},
+	"Deployment":         {Group: "apps", Version: "v1", Resource: "deployments"},
+	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+}
+
+func (a *applier) applyTyped(ctx context.Context, obj any) error {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(m, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(m, "status")
+	gvr, ok := resources[u.GetKind()]
+	if !ok {
+		return fmt.Errorf("install: no resource for kind %s", u.GetKind())
+	}
+	return a.apply(ctx, gvr, u.GetNamespace(), m)
+}
+
+func waitEstablished(ctx context.Context, st *store.Store, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			return st.Dyn.Resource(gvr).List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			return st.Dyn.Resource(gvr).Watch(ctx, o)
+		},
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(e watch.Event) (bool, error) {
+		u, ok := e.Object.(*unstructured.Unstructured)
+		if !ok {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			cm, _ := c.(map[string]any)
+			if cm["type"] == "Established" && cm["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the CRD %s to be established: %w", name, err)
+	}
+	return nil
+}
+
+// ensureTLS returns the CA of the platform's TLS Secret, making the Secret (a new CA and serving
+// certificate) when there is none.
+func ensureTLS(ctx context.Context, st *store.Store, ns, host string, now time.Time) ([]byte, error) {
+	sec, err := st.Kube.CoreV1().Secrets(ns).Get(ctx, TLSSecret, metav1.GetOptions{})
+	if err == nil && len(sec.Data["ca.crt"]) > 0 && certCovers(sec.Data["tls.crt"], host) {
+		return sec.Data["ca.crt"], nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	existing := err == nil
+	hosts := []string{host, "*." + host, Name + "." + ns + ".svc", Name + "." + ns + ".svc.cluster.local", "localhost", "127.0.0.1"}
+	c, err := NewCerts(hosts, now)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string][]byte{"ca.crt": c.CA, "tls.crt": c.Cert, "tls.key": c.Key}
+	if existing {
+		sec.Data = data
+		if _, err := st.Kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+			return nil, fmt.Errorf("updating the TLS Secret: %w", err)
+		}
+		return c.CA, nil
+	}
+	s := &corev1.Secret{ObjectMeta: meta(TLSSecret, ns), Type: corev1.SecretTypeTLS, Data: data}
+	if _, err := st.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		// another install made it meanwhile: use that one
+		sec, err := st.Kube.CoreV1().Secrets(ns).Get(ctx, TLSSecret, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return sec.Data["ca.crt"], nil
+	} else if err != nil {
+		return nil, fmt.Errorf("creating the TLS Secret: %w", err)
+	}
+	return c.CA, nil
+}
+
+func certCovers(certPEM []byte, host string) bool {
+	blk, _ := pem.Decode(certPEM)
+	if blk == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	return err == nil && c.VerifyHostname(host) == nil && time.Now().Add(30*24*time.Hour).Before(c.NotAfter)
+}
+
+// ensureAdmin makes sure path holds a valid token of an admin: kept when it still authenticates,
+// else a new token of the user "admin" (made, as an admin, when missing).
+func ensureAdmin(ctx context.Context, st *store.Store, path string) error {
+	if b, err := os.ReadFile(path); err == nil {
+		if id, secret, ok := store.ParseToken(strings.TrimSpace(string(b))); ok {
+			o, err := st.Dyn.Resource(store.TokenResource).Namespace(st.Namespace).Get(ctx, id, metav1.GetOptions{})
+			if err == nil {
+				spec, _, _ := unstructured.NestedStringMap(o.Object, "spec")
+				exp, _ := time.Parse(time.RFC3339, spec["expires"])
+				if spec["hash"] == store.HashSecret(secret) && time.Now().Before(exp) {
+					u, err := st.Dyn.Resource(store.UserResource).Namespace(st.Namespace).Get(ctx, spec["owner"], metav1.GetOptions{})
+					if admin, _, _ := unstructured.NestedBool(u.Object, "spec", "admin"); err == nil && admin {
+						return nil
+					}
+				}
+			}
+		}
+	}
+	var tok string
+	_, err := st.Dyn.Resource(store.UserResource).Namespace(st.Namespace).Get(ctx, "admin", metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, tok, err = st.CreateUser(ctx, "admin", true, ""); err != nil {
+			return fmt.Errorf("creating the first admin: %w", err)
+		}
+	case err != nil:
+		return err
+	default:
+		if _, tok, err = st.CreateToken(ctx, "admin", "install", 0); err != nil {
+			return fmt.Errorf("creating a token of the admin: %w", err)
+		}
+	}
+	return writeFile(path, []byte(tok+"\n"), 0o600)
+}
+
+func waitRollout(ctx context.Context, st *store.Store, ns string) error {
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", Name).String()
+			return st.Kube.AppsV1().Deployments(ns).List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", Name).String()
+			return st.Kube.AppsV1().Deployments(ns).Watch(ctx, o)
+		},
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, &appsv1.Deployment{}, nil, func(e watch.Event) (bool, error) {
+		d, ok := e.Object.(*appsv1.Deployment)
+		if !ok || d.Spec.Replicas == nil {
+			return false, nil
+		}
+		s := d.Status
+		return d.Generation <= s.ObservedGeneration && s.UpdatedReplicas == *d.Spec.Replicas &&
+			s.AvailableReplicas == *d.Spec.Replicas && s.Replicas == *d.Spec.Replicas, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for deployment %s/%s to roll out (kubectl -n %s describe deployment %s): %w", ns, Name, ns, Name, err)
+	}
+	return nil
+}
+
+// Client returns an HTTP client that trusts ca and dials host names under .localhost on loopback
+// (RFC 6761), as curl and browsers do.
+func Client(ca []byte) (*http.Client, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, errors.New("no certificate in the platform's CA file")
+	}
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, port, err := net.SplitHostPort(addr)
+			if err == nil && (host == "localhost" || strings.HasSuffix(host, ".localhost")) {
+				addr = net.JoinHostPort("127.0.0.1", port)
+			}
+			return d.DialContext(ctx, network, addr)
+		},
+		ForceAttemptHTTP2: true,
+	}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}, nil
+}
+
+// waitAnswer polls GET /api/v1/info until it answers 200 (there is nothing to watch for a port).
+func waitAnswer(ctx context.Context, url string, ca []byte) error {
+	c, err := Client(ca)
+	if err != nil {
+		return err
+	}
+	defer c.CloseIdleConnections()
+	var last error
+	for delay := 100 * time.Millisecond; ; delay = min(delay*2, 2*time.Second) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+api.Prefix+"/info", nil)
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s to answer: %w (last: %v)", url, ctx.Err(), last)
+		case <-time.After(delay):
+		}
+	}
+}

@@ -1,0 +1,203 @@
+// Package install puts the platform into a cluster: its image (the running binary on an empty base,
+// pushed to a registry without any daemon), its CRDs, RBAC, TLS Secret, Deployment and Service, and
+// the first admin. `devtool-platform install` runs it; deploy/platform/devtool.yml runs that command,
+// so `devtool deploy` installs the platform and `devtool destroy` removes what it labelled.
+package install
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/store"
+)
+
+// Name of the platform's ServiceAccount, roles, Deployment, Service and TLS Secret.
+const (
+	Name      = "devtool-platform"
+	TLSSecret = "devtool-platform-tls"
+	Port      = 8443
+)
+
+var appLabels = map[string]string{"app.kubernetes.io/name": Name}
+
+func crd(kind, plural string, spec map[string]any, status map[string]any, columns []map[string]any) map[string]any {
+	props := map[string]any{
+		"apiVersion": map[string]any{"type": "string"},
+		"kind":       map[string]any{"type": "string"},
+		"metadata":   map[string]any{"type": "object"},
+		"spec":       map[string]any{"type": "object", "properties": spec},
+		"status":     map[string]any{"type": "object", "properties": status},
+	}
+	return map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": plural + "." + store.Group},
+		"spec": map[string]any{
+			"group": store.Group, "scope": "Namespaced",
+			"names": map[string]any{"kind": kind, "plural": plural, "singular": lower(kind), "listKind": kind + "List", "categories": []any{"devtool"}},
+			"versions": []any{map[string]any{
+				"name": store.Version, "served": true, "storage": true,
+				"schema":                   map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "properties": props}},
+				"additionalPrinterColumns": columns,
+			}},
+		},
+	}
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// CRDs are the platform's custom resource definitions (User, AccessToken).
+func CRDs() []map[string]any {
+	str := map[string]any{"type": "string"}
+	dt := map[string]any{"type": "string", "format": "date-time"}
+	return []map[string]any{
+		crd("User", "users",
+			map[string]any{"admin": map[string]any{"type": "boolean"}, "passwordHash": str},
+			map[string]any{"failedLogins": map[string]any{"type": "integer"}, "lockedUntil": dt},
+			[]map[string]any{{"name": "Admin", "type": "boolean", "jsonPath": ".spec.admin"}}),
+		crd("AccessToken", "accesstokens",
+			map[string]any{"name": str, "owner": str, "hash": str, "expires": dt},
+			map[string]any{"lastUsed": dt},
+			[]map[string]any{{"name": "Owner", "type": "string", "jsonPath": ".spec.owner"}, {"name": "Expires", "type": "string", "jsonPath": ".spec.expires"}}),
+	}
+}
+
+func meta(name, ns string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/part-of": Name}}
+}
+
+// membershipRoles are the ClusterRoles a membership binds: owner, editor and viewer aggregate
+// Kubernetes' own admin, edit and view (so an owner cannot change the namespace's quota or limits)
+// plus the platform's additions: Leases (devtool's deploy lock) for editors and owners, and for
+// owners the right to bind the three roles (so sharing works impersonating the owner).
+func membershipRoles() []*rbacv1.ClusterRole {
+	agg := func(role, builtin string) *rbacv1.ClusterRole {
+		return &rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: meta(store.RolePrefix+role, ""),
+			AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{
+				{MatchLabels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-" + builtin: "true"}},
+				{MatchLabels: map[string]string{"devtool.dev/aggregate-to-" + role: "true"}},
+			}},
+		}
+	}
+	extra := func(name string, to []string, rules []rbacv1.PolicyRule) *rbacv1.ClusterRole {
+		m := meta(name, "")
+		for _, r := range to {
+			m.Labels["devtool.dev/aggregate-to-"+r] = "true"
+		}
+		return &rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: m, Rules: rules}
+	}
+	return []*rbacv1.ClusterRole{
+		agg(api.RoleOwner, "admin"), agg(api.RoleEditor, "edit"), agg(api.RoleViewer, "view"),
+		extra("devtool-aggregate-edit", []string{api.RoleOwner, api.RoleEditor}, []rbacv1.PolicyRule{
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		}),
+		extra("devtool-aggregate-owner", []string{api.RoleOwner}, []rbacv1.PolicyRule{
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"},
+				ResourceNames: []string{store.RolePrefix + api.RoleOwner, store.RolePrefix + api.RoleEditor, store.RolePrefix + api.RoleViewer}},
+		}),
+	}
+}
+
+// platformRBAC are the platform's own rights: cluster-wide only what no user may do (namespaces,
+// their quota, limits and membership bindings, reading them for the caches); in its own namespace
+// its users' ServiceAccounts (impersonation, tokens) and its custom resources.
+func platformRBAC(ns string) []any {
+	tm := func(kind string) metav1.TypeMeta {
+		return metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: kind}
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: Name, Namespace: ns}}
+	return []any{
+		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(Name, ns)},
+		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: meta(Name, ""), Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+			{APIGroups: []string{""}, Resources: []string{"resourcequotas", "limitranges"}, Verbs: []string{"get", "create"}},
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"},
+				ResourceNames: []string{store.RolePrefix + api.RoleOwner, store.RolePrefix + api.RoleEditor, store.RolePrefix + api.RoleViewer}},
+		}},
+		&rbacv1.ClusterRoleBinding{TypeMeta: tm("ClusterRoleBinding"), ObjectMeta: meta(Name, ""),
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: Name}, Subjects: subject},
+		&rbacv1.Role{TypeMeta: tm("Role"), ObjectMeta: meta(Name, ns), Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "create", "delete", "impersonate"}},
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
+			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+		}},
+		&rbacv1.RoleBinding{TypeMeta: tm("RoleBinding"), ObjectMeta: meta(Name, ns),
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: Name}, Subjects: subject},
+	}
+}
+
+// ServeArgs are the flags the pods' `devtool-platform serve` gets.
+type ServeArgs struct {
+	Namespace, APIServer, Domain, Registry string
+}
+
+func workload(ns, image string, replicas int32, a ServeArgs) []any {
+	args := []string{"serve", "--namespace", ns, "--listen", fmt.Sprintf(":%d", Port),
+		"--tls-cert", "/tls/tls.crt", "--tls-key", "/tls/tls.key", "--api-server", a.APIServer, "--domain", a.Domain}
+	if a.Registry != "" {
+		args = append(args, "--registry", a.Registry)
+	}
+	no, yes := false, true
+	uid := int64(65534)
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(Port), Scheme: corev1.URISchemeHTTPS}},
+		PeriodSeconds: 2, FailureThreshold: 3}
+	labels := map[string]string{"app.kubernetes.io/name": Name, "app.kubernetes.io/part-of": Name}
+	dep := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta(Name, ns),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: appLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: Name,
+					SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid},
+					Containers: []corev1.Container{{
+						Name: "platform", Image: image, Args: args, ImagePullPolicy: corev1.PullIfNotPresent,
+						Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: Port}},
+						Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+						},
+						ReadinessProbe: probe,
+						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/tls", ReadOnly: true}},
+					}},
+					Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: TLSSecret}}}},
+				},
+			},
+		},
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: meta(Name, ns),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeNodePort,
+			Selector: appLabels,
+			Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(Port), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	return []any{dep, svc}
+}

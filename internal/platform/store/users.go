@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"golang.org/x/crypto/argon2"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Argon2id parameters (OWASP's minimum: 19 MiB, 2 passes, 1 lane). At most hashSlots hashes run at
+// once, so a burst of user creations (or, later, logins) cannot exhaust memory.
+const (
+	argonMemoryKiB = 19 * 1024
+	argonTime      = 2
+	argonThreads   = 1
+	argonKeyLen    = 32
+)
+
+var hashSlots = make(chan struct{}, max(1, runtime.NumCPU()))
+
+// HashPassword returns the argon2id PHC string of password.
+func HashPassword(ctx context.Context, password string) (string, error) {
+	select {
+	case hashSlots <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-hashSlots }()
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemoryKiB, argonTime, argonThreads,
+		base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key)), nil
+}
+
+// CreateUser makes a user: the User object, its ServiceAccount, its personal namespace (named after
+// it, with quota, limits and the owner binding) and a first API token, returned as the only copy of
+// its secret. When a step after the User object fails, what was made is removed again and the error
+// says so.
+func (s *Store) CreateUser(ctx context.Context, name string, admin bool, password string) (*User, string, error) {
+	if why := ValidUserName(name); why != "" {
+		return nil, "", &InputError{Field: "name", Reason: why}
+	}
+	if len(password) > 1024 {
+		return nil, "", &InputError{Field: "password", Reason: "at most 1024 bytes"}
+	}
+	// A namespace of that name that is not this user's personal one would make a personal namespace
+	// impossible: refuse before anything is made.
+	if ns, err := s.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		if ns.Labels[LabelPersonal] != name {
+			return nil, "", conflict("a namespace named %q exists: a user's personal namespace takes the user's name", name)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return nil, "", err
+	}
+	u := &User{Name: name, Admin: admin}
+	if password != "" {
+		h, err := HashPassword(ctx, password)
+		if err != nil {
+			return nil, "", err
+		}
+		u.PasswordHash = h
+	}
+	o, err := s.Dyn.Resource(UserResource).Namespace(s.Namespace).Create(ctx, s.userObject(u), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil, "", conflict("user %q exists", name)
+	} else if err != nil {
+		return nil, "", fmt.Errorf("creating user %s: %w", name, err)
+	}
+	u = userFrom(o)
+	tok, err := s.provisionUser(ctx, name)
+	if err != nil {
+		if derr := s.DeleteUser(ctx, name); derr != nil {
+			return nil, "", fmt.Errorf("creating user %s: %w; removing what was made failed too (run DELETE /api/v1/users/%s): %v", name, err, name, derr)
+		}
+		return nil, "", fmt.Errorf("creating user %s (nothing of it was kept): %w", name, err)
+	}
+	return u, tok, nil
+}
+
+func (s *Store) provisionUser(ctx context.Context, name string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: SAName(name), Namespace: s.Namespace, Labels: map[string]string{LabelUser: name}}}
+	if _, err := s.Kube.CoreV1().ServiceAccounts(s.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("creating its ServiceAccount: %w", err)
+	}
+	if _, err := s.ensureNamespace(ctx, name, name, true); err != nil {
+		return "", fmt.Errorf("creating its personal namespace: %w", err)
+	}
+	_, tok, err := s.CreateToken(ctx, name, "initial", 0)
+	if err != nil {
+		return "", fmt.Errorf("creating its first token: %w", err)
+	}
+	return tok, nil
+}
+
+// DeleteUser removes a user: its ServiceAccount first (so its Kubernetes tokens stop working at
+// once), then its API tokens, its RoleBindings in every namespace, and the User object. Its personal
+// namespace is kept (an admin deletes it); a user made again with the same name gets it back.
+func (s *Store) DeleteUser(ctx context.Context, name string) error {
+	if _, err := s.Dyn.Resource(UserResource).Namespace(s.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return notFound("user %q", name)
+	} else if err != nil {
+		return err
+	}
+	var errs []error
+	if err := s.Kube.CoreV1().ServiceAccounts(s.Namespace).Delete(ctx, SAName(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("deleting its ServiceAccount: %w", err))
+	}
+	sel := metav1.ListOptions{LabelSelector: LabelOwner + "=" + name}
+	if err := s.Dyn.Resource(TokenResource).Namespace(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+		errs = append(errs, fmt.Errorf("deleting its tokens: %w", err))
+	}
+	rbs, err := s.Kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{LabelSelector: LabelMember + "=" + name})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing its RoleBindings: %w", err))
+	} else {
+		for _, rb := range rbs.Items {
+			if rb.Name != BindingPrefix+name {
+				continue
+			}
+			if err := s.Kube.RbacV1().RoleBindings(rb.Namespace).Delete(ctx, rb.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting its RoleBinding in %s: %w", rb.Namespace, err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("removing user %s (the User object is kept so the removal can be retried): %w", name, errors.Join(errs...))
+	}
+	if err := s.Dyn.Resource(UserResource).Namespace(s.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting user %s: %w", name, err)
+	}
+	return nil
+}
+
+// KubeToken is a TokenRequest for user's ServiceAccount.
+func (s *Store) KubeToken(ctx context.Context, user string, seconds int64) (*authv1.TokenRequest, error) {
+	if seconds == 0 {
+		seconds = 3600
+	}
+	if seconds < 600 || seconds > 48*3600 {
+		return nil, &InputError{Field: "expirationSeconds", Reason: "between 600 and 172800"}
+	}
+	tr := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
+	out, err := s.Kube.CoreV1().ServiceAccounts(s.Namespace).CreateToken(ctx, SAName(user), tr, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("requesting a token of ServiceAccount %s/%s: %w", s.Namespace, SAName(user), err)
+	}
+	return out, nil
+}
