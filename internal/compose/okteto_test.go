@@ -1,6 +1,8 @@
 package compose
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -179,6 +181,21 @@ func TestOktetoSpellings(t *testing.T) {
 	e := findError(t, es, "env_file and envFile are the same field; set one of them")
 	if e.Pos.Line != 5 {
 		t.Errorf("error at line %d, want 5", e.Pos.Line)
+	}
+
+	// Through an override file too: the merged service has both keys.
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"compose.yml":          "services:\n  web:\n    image: x\n    stop_grace_period: 1s\n",
+		"compose.override.yml": "services:\n  web:\n    stopGracePeriod: 2s\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = Load(LoadOptions{Files: []string{filepath.Join(dir, "compose.yml"), filepath.Join(dir, "compose.override.yml")}, Environ: map[string]string{}})
+	if err == nil || !strings.Contains(err.Error(), "compose.override.yml:3:5: services.web.stopGracePeriod: stop_grace_period and stopGracePeriod are the same field") {
+		t.Errorf("override with the other spelling: %v", err)
 	}
 }
 
