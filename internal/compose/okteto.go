@@ -77,6 +77,7 @@ func (l *loader) userMapping(n *yaml.Node, field string, s *Service) {
 //
 //	curl [flags] URL               flags: -f --fail --fail-with-body -s --silent -S --show-error
 //	curl [flags] URL || exit 1            -k --insecure -L --location, combined (-fsSL),
+//	curl [flags] URL || exit              (or || false)
 //	                                      -o /dev/null, --output /dev/null
 //
 // URL: http:// or https:// (or no scheme: http), host localhost, 127.0.0.1, [::1] or 0.0.0.0,
@@ -91,9 +92,7 @@ func curlCheck(exec []string) *HTTPCheck {
 		if words, ok = shellWords(exec[2]); !ok {
 			return nil
 		}
-		if n := len(words); n >= 3 && words[n-3] == "||" && words[n-2] == "exit" && words[n-1] == "1" {
-			words = words[:n-3]
-		}
+		words = trimOrFail(words)
 	}
 	if len(words) < 2 || words[0] != "curl" {
 		return nil
@@ -128,6 +127,19 @@ func curlCheck(exec []string) *HTTPCheck {
 		return nil
 	}
 	return localURL(target)
+}
+
+// trimOrFail drops a trailing "|| exit 1", "|| exit" or "|| false": after curl, each fails the
+// check exactly when curl failed, so the check means the same without it.
+func trimOrFail(words []string) []string {
+	n := len(words)
+	switch {
+	case n >= 3 && words[n-3] == "||" && words[n-2] == "exit" && words[n-1] == "1":
+		return words[:n-3]
+	case n >= 2 && words[n-2] == "||" && (words[n-1] == "exit" || words[n-1] == "false"):
+		return words[:n-2]
+	}
+	return words
 }
 
 // localURL reads a URL curl would fetch from the container itself.
