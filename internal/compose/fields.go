@@ -12,7 +12,8 @@ import (
 // Fields beyond the spec's table that Compose users expect (issue 11).
 
 // user reads "uid", "uid:gid" (numbers become runAsUser/runAsGroup) or a user name, which
-// Kubernetes cannot use (it needs numeric ids): a warning says so.
+// Kubernetes cannot use (it needs numeric ids): a warning says so. Okteto's mapping
+// {runAsUser, runAsGroup} is read by userMapping (okteto.go).
 func (l *loader) user(n *yaml.Node, field string, s *Service) {
 	if d := yamlsrc.Deref(n); d != nil && d.Kind == yaml.MappingNode {
 		l.userMapping(n, field, s)
