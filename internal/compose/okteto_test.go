@@ -272,3 +272,14 @@ volumes:
 		t.Errorf("volume b = %+v", b)
 	}
 }
+
+// TestOktetoContradictionsStayErrors: where Okteto accepts what Docker Compose refuses, the
+// Compose error stays.
+func TestOktetoContradictionsStayErrors(t *testing.T) {
+	for _, tc := range []struct{ doc, err string }{
+		{"services:\n  web:\n    image: x\n    scale: 2\n    deploy: {replicas: 3}\n", "scale is 2 and deploy.replicas is 3; set one of them"},
+		{"services:\n  my web:\n    image: x\n", "my web"},
+	} {
+		findError(t, loadErrors(t, tc.doc), tc.err)
+	}
+}
