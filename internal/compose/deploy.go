@@ -134,7 +134,7 @@ func (l *loader) resources(n *yaml.Node, field, requestsKey, cpuKey string) Reso
 		for _, pair := range []struct {
 			dst *string
 			v   string
-		}{{&r.Requests.CPU, req.CPU}, {&r.Requests.Memory, req.Memory}, {&r.Requests.Storage, req.Storage}} {
+		}{{&r.Requests.CPU, req.CPU}, {&r.Requests.Memory, req.Memory}, {&r.Requests.Storage, req.Storage}, {&r.Requests.StorageClass, req.StorageClass}} {
 			if pair.v == "" {
 				continue
 			}
@@ -154,7 +154,7 @@ func (l *loader) resourceList(n *yaml.Node, field, cpuKey string, storage bool) 
 	for _, e := range es {
 		f := yamlsrc.Join(field, e.Key)
 		if storage && e.Key == "storage" {
-			r.Storage = l.storage(e.Val, f)
+			r.Storage, r.StorageClass = l.storage(e.Val, f)
 			continue
 		}
 		switch e.Key {

@@ -12,8 +12,13 @@ import (
 // Fields beyond the spec's table that Compose users expect (issue 11).
 
 // user reads "uid", "uid:gid" (numbers become runAsUser/runAsGroup) or a user name, which
-// Kubernetes cannot use (it needs numeric ids): a warning says so.
+// Kubernetes cannot use (it needs numeric ids): a warning says so. Okteto's mapping
+// {runAsUser, runAsGroup} is read by userMapping (okteto.go).
 func (l *loader) user(n *yaml.Node, field string, s *Service) {
+	if d := yamlsrc.Deref(n); d != nil && d.Kind == yaml.MappingNode {
+		l.userMapping(n, field, s)
+		return
+	}
 	v, ok := l.Str(n, field)
 	if !ok || strings.TrimSpace(v) == "" {
 		return
@@ -95,8 +100,8 @@ func (l *loader) shortResources(s *Service, field string, entries []*yamlsrc.Ent
 }
 
 // storage reads resources.storage / resources.requests.storage: a size ("5Gi"), or
-// {size, class} as Okteto writes it (class is not supported per service: a warning).
-func (l *loader) storage(n *yaml.Node, field string) string {
+// {size, class} as Okteto writes it (class: the storage class of the anonymous volumes' claims).
+func (l *loader) storage(n *yaml.Node, field string) (q, class string) {
 	d := yamlsrc.Deref(n)
 	var size string
 	var sizeNode = n
@@ -108,6 +113,8 @@ func (l *loader) storage(n *yaml.Node, field string) string {
 			case "size":
 				size, _ = l.Str(e.Val, f)
 				sizeNode = e.Val
+			case "class":
+				class, _ = l.Str(e.Val, f)
 			default:
 				l.Ignore(e.KeyNode, f)
 			}
@@ -116,12 +123,12 @@ func (l *loader) storage(n *yaml.Node, field string) string {
 		size, _ = l.Str(n, field)
 	}
 	if strings.TrimSpace(size) == "" {
-		return ""
+		return "", class
 	}
 	q, err := sizeQuantity(size)
 	if err != nil {
 		l.Errorf(sizeNode, field, "expected a size such as 1Gi, 500Mi or 10G, found %q", size)
-		return ""
+		return "", class
 	}
-	return q
+	return q, class
 }

@@ -79,6 +79,13 @@ func (l *loader) healthcheck(n *yaml.Node, field string) *Healthcheck {
 		}
 		return nil
 	}
+	if h.Exec != nil {
+		// A test that only curls the container itself is an HTTP probe (Okteto does the
+		// same), so an image without curl still gets a probe that works.
+		if c := curlCheck(h.Exec); c != nil {
+			h.Exec, h.HTTP = nil, c
+		}
+	}
 	return h
 }
 

@@ -95,7 +95,8 @@ type Service struct {
 	// Annotations are the service's annotations field (with deploy.labels in Labels); both
 	// become annotations of the workload and its pods.
 	Annotations map[string]string
-	// RunAsUser and RunAsGroup come from user ("1000" or "1000:1000"); nil when unset or when
+	// RunAsUser and RunAsGroup come from user ("1000" or "1000:1000", or Okteto's mapping
+	// {runAsUser, runAsGroup}); nil when unset or when
 	// user names an account (a warning says so: Kubernetes needs numeric ids).
 	RunAsUser, RunAsGroup *int64
 	// Headless is deploy.endpoint_mode: dnsrr: the Service has no cluster IP and its name
@@ -151,10 +152,12 @@ type Healthcheck struct {
 	Liveness    bool // x-devtool-liveness, default false
 }
 
-// HTTPCheck is healthcheck.http.
+// HTTPCheck is healthcheck.http, or a test that only curls the container itself (Okteto's
+// reading of such a test: see curlCheck).
 type HTTPCheck struct {
-	Path string
-	Port int32
+	Path   string // with the query, if any
+	Port   int32
+	Scheme string // "http" or "https"; empty means http
 }
 
 // Port is one published or internal container port.
@@ -175,6 +178,9 @@ type Resources struct {
 type ResourceList struct {
 	CPU, Memory string
 	Storage     string // size of each anonymous volume's claim; "" for the default
+	// StorageClass is the class of each anonymous volume's claim (resources.storage.class,
+	// Okteto's form); "" for the cluster's default.
+	StorageClass string
 }
 
 // Restart is the normalised restart policy.

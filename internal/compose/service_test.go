@@ -180,8 +180,8 @@ func TestHealthcheck(t *testing.T) {
 		name, yaml string
 		want       *Healthcheck
 	}{
-		{"string is CMD-SHELL", `test: curl -f http://localhost || exit 1`,
-			&Healthcheck{Exec: []string{"sh", "-c", "curl -f http://localhost || exit 1"}, Readiness: true}},
+		{"string is CMD-SHELL", `test: pg_isready -U app || exit 1`,
+			&Healthcheck{Exec: []string{"sh", "-c", "pg_isready -U app || exit 1"}, Readiness: true}},
 		{"CMD list", `test: ["CMD", "pg_isready", "-U", "app"]`,
 			&Healthcheck{Exec: []string{"pg_isready", "-U", "app"}, Readiness: true}},
 		{"CMD-SHELL list", `test: ["CMD-SHELL", "redis-cli ping | grep PONG"]`,

@@ -30,10 +30,15 @@ func (l *loader) service(e yamlsrc.Entry, field string, p *Project) *Service {
 	}
 	var envFiles, env, scale, resources, deploy, restart *yamlsrc.Entry
 	var short []*yamlsrc.Entry // cpus, cpu_count, mem_limit, mem_reservation
+	seen := map[string]string{}
 	for i := range fields {
 		f := &fields[i]
 		ff := yamlsrc.Join(field, f.Key)
-		switch f.Key {
+		key, ok := l.serviceKey(f, field, seen) // Okteto's spellings (okteto.go)
+		if !ok {
+			continue
+		}
+		switch key {
 		case "build":
 			s.Build = l.build(f.Val, ff)
 		case "image":

@@ -32,7 +32,16 @@ func probes(s *compose.Service) (readiness, liveness *corev1.Probe, err error) {
 		if path == "" {
 			path = "/"
 		}
-		handler.HTTPGet = &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(h.HTTP.Port), Scheme: corev1.URISchemeHTTP}
+		scheme := corev1.URISchemeHTTP
+		switch h.HTTP.Scheme {
+		case "", "http":
+		case "https":
+			// The kubelet does not verify the certificate (like curl -k).
+			scheme = corev1.URISchemeHTTPS
+		default:
+			return nil, nil, errorAt(s.Pos, "service %q: healthcheck http scheme %q is not http or https", s.Name, h.HTTP.Scheme)
+		}
+		handler.HTTPGet = &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(h.HTTP.Port), Scheme: scheme}
 	case len(h.Exec) > 0:
 		// The loader already turned CMD-SHELL and plain strings into ["sh", "-c", cmd], so the
 		// shell sees the command whole (Okteto splits it into words, which breaks pipes and quotes).

@@ -196,14 +196,19 @@ func (t *translator) pvc(v *compose.Volume, size resource.Quantity) *corev1.Pers
 	return c
 }
 
-// claimTemplate is the per-replica claim of an anonymous volume. The labels make the PVCs the
+// claimTemplate is the per-replica claim of an anonymous volume, of the class resources.storage
+// names (Okteto's {size, class}), else the cluster's default. The labels make the PVCs the
 // StatefulSet controller creates from it findable by destroy --volumes.
 func (t *translator) claimTemplate(s *compose.Service, name string) corev1.PersistentVolumeClaim {
-	return corev1.PersistentVolumeClaim{
+	c := corev1.PersistentVolumeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: t.serviceLabels(s.Name)},
 		Spec:       claimSpec(anonymousSize(s)),
 	}
+	if class := s.Resources.Requests.StorageClass; class != "" {
+		c.Spec.StorageClassName = &class
+	}
+	return c
 }
 
 // anonymousSize is the size of a service's anonymous volumes: resources.storage (or
