@@ -86,8 +86,12 @@ type ClientOptions struct {
 	StateDir string
 	// Reset drops both sides' indexes on the first Run: everything is
 	// compared anew and every difference becomes a conflict (both kept).
-	Reset  bool
-	Logger *slog.Logger
+	Reset bool
+	// AcceptDeletions turns the safety rails off for this client: an
+	// emptied or replaced local folder, or a round deleting most of a side's
+	// files, is carried over instead of halting the folder (see halt.go).
+	AcceptDeletions bool
+	Logger          *slog.Logger
 }
 
 // ServerOptions configures the remote end.

@@ -33,6 +33,8 @@ type Client struct {
 	start    time.Time
 	statusAt time.Time
 	freed    bool // memory given back after the first synchronization
+	// holdTimer fires when held removals may be released (see holdRemovals).
+	holdTimer *time.Timer
 
 	getsMu sync.Mutex
 	gets   map[uint64]*pendingOp // pulls, read by the stream reader
@@ -67,9 +69,29 @@ type cfolder struct {
 	diff      map[string]struct{}
 	conflicts []Conflict
 	errs      []PathError
-	changed   bool
-	done      bool
-	w         *watcher
+	// halt, when not "", is why this folder's synchronization stopped this
+	// session (see halt.go); rmSince and rmCount count the files removed on
+	// each side (local, remote) in the current mass-deletion window.
+	halt    string
+	rmSince time.Time
+	rmCount [2]int
+	// held are paths whose removal waits until removals stop coming
+	// (heldAt: the last one held); release lets the next round carry them
+	// out (see holdRemovals).
+	// folds maps the lower-case form of each local path to it, for a
+	// round on a case-insensitive folder (nil: not built yet).
+	folds map[string]string
+	// refused holds what was reported for paths left alone on purpose
+	// (a symlink leaving the folder, a case clash), so each is reported once.
+	refused map[string]string
+	held    map[string]struct{}
+	heldAt  time.Time
+	release bool
+	// rootID is the local root's identity this session (see rootIdentity).
+	rootID  string
+	changed bool
+	done    bool
+	w       *watcher
 	// rules are the rules files of the last local scan (persisted beside the
 	// index), sent before this session's scan so the agent scans while this
 	// side does; rulesKnown when they were loaded or scanned.
@@ -106,6 +128,10 @@ type watchBatch struct {
 }
 
 var errReset = errors.New("sync reset requested")
+
+// errHalted ends a session whose folder halted before it could start (its
+// local root is gone); Status says why.
+var errHalted = errors.New("synchronization halted (see the sync status)")
 
 const maxListed = 100 // conflicts and errors kept for status
 
@@ -250,10 +276,20 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		if reset {
 			f.base, f.local = map[string]Entry{}, map[string]Entry{}
 		}
+		f.halt, f.rmCount = "", [2]int{}
+		f.held, f.release = map[string]struct{}{}, false
 		t, err := openTree(f.f.Local, false, f.log)
 		if err != nil {
+			if c.checkLocalRoot(f, err) {
+				st := c.computeStatus()
+				c.mu.Lock()
+				c.status = st
+				c.mu.Unlock()
+				return fmt.Errorf("%s: %w", f.f.Local, errHalted)
+			}
 			return err
 		}
+		c.checkLocalRoot(f, nil)
 		t.idx = f.local
 		t.neverSync(c.opts.StateDir)
 		t.readRules = true
@@ -345,9 +381,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 			onDir = w.add
 		}
 		changed, err := f.t.scanAll(true, onDir)
-		if err != nil {
-			f.log.Warn("local scan", "err", err)
-		}
+		c.scanErr(f, err)
 		f.changed = f.changed || len(changed) > 0
 		f.t.mu.Lock()
 		scanned := append([]ruleFile(nil), f.t.rules...)
@@ -379,11 +413,16 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 
 	tick := time.NewTicker(saveEvery)
 	defer tick.Stop()
+	c.holdTimer = time.NewTimer(time.Hour)
+	c.holdTimer.Stop()
+	defer c.holdTimer.Stop()
 	lastRescan := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-c.holdTimer.C:
+			c.releaseHeld(time.Now())
 		case err := <-errc:
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
 				return fmt.Errorf("sync stream closed: %w", err)
@@ -466,12 +505,35 @@ func (c *Client) save(f *cfolder) {
 	if err := saveIndex(f.file, f.f.Local+"\x00"+f.f.Remote, f.remoteID, f.base, local); err != nil {
 		f.log.Warn("saving the sync index", "err", err)
 	}
+	// The root's identity goes with the base, except while halted (the
+	// next session checks again against the one the base was agreed with).
+	if f.halt == "" && f.rootID != "" && loadRootID(f.file+".root") != f.rootID {
+		if err := writeFileAtomic(f.file+".root", []byte(f.rootID+"\n")); err != nil {
+			f.log.Warn("saving the sync folder's identity", "err", err)
+		}
+	}
 	if f.rulesKnown && (f.savedRules == nil || !sameRules(f.rules, f.savedRules)) {
 		if err := saveRules(f.file+".rules", f.rules); err != nil {
 			f.log.Warn("saving the sync rules", "err", err)
 		} else {
 			f.savedRules = append([]ruleFile{}, f.rules...)
 		}
+	}
+}
+
+// scanErr reports what a local scan could not read (each path once per
+// message; what it held is kept, never taken for deleted).
+func (c *Client) scanErr(f *cfolder, err error) {
+	if err == nil || errors.Is(err, errStopped) {
+		return
+	}
+	f.log.Warn("local scan", "err", err)
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		f.addErr("", e.Error())
 	}
 }
 
@@ -722,6 +784,7 @@ func (c *Client) handle(ev any) {
 		rules := m.paths == nil
 		if !rules {
 			changed, rules = f.t.scanPaths(m.paths)
+			c.scanErr(f, errors.Join(f.t.takeScanErrs()...))
 		}
 		if rules {
 			f.t.mu.Lock()
@@ -729,9 +792,7 @@ func (c *Client) handle(ev any) {
 			f.t.mu.Unlock()
 			var err error
 			changed, err = f.t.scanAll(false, nil)
-			if err != nil {
-				f.log.Warn("rescan", "err", err)
-			}
+			c.scanErr(f, err)
 			f.t.mu.Lock()
 			after := f.t.rules
 			f.t.mu.Unlock()
@@ -748,6 +809,7 @@ func (c *Client) handle(ev any) {
 // many paths changed.
 func (c *Client) rescanLocal(f *cfolder, paths []string) int {
 	changed, _ := f.t.scanPaths(paths)
+	c.scanErr(f, errors.Join(f.t.takeScanErrs()...))
 	return c.localChanged(f, changed)
 }
 
@@ -828,6 +890,10 @@ func (c *Client) iterate() {
 			if !f.remoteReady || len(f.dirty) == 0 {
 				continue
 			}
+			if f.halt != "" {
+				f.dirty = map[string]struct{}{}
+				continue
+			}
 			any = true
 			paths := make([]string, 0, len(f.dirty))
 			for p := range f.dirty {
@@ -836,10 +902,16 @@ func (c *Client) iterate() {
 			f.dirty = map[string]struct{}{}
 			var plan []action
 			now := time.Now()
+			f.folds = nil
 			for _, p := range paths {
 				plan = c.reconcile(f, p, now, plan)
 			}
-			c.execute(f, pairRenames(f, plan))
+			plan = pairRenames(f, plan)
+			plan = c.holdRemovals(f, plan, now)
+			if c.checkHalt(f, plan, now) {
+				continue
+			}
+			c.execute(f, plan)
 		}
 		if !any {
 			break
@@ -932,10 +1004,53 @@ func (c *Client) propagate(f *cfolder, p string, l, r Entry, toRemote bool, now 
 		}
 		return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
 	}
+	if src.Kind == KindSymlink && linkEscapes(p, src.Target) {
+		// Never made on the other side: a link out of the folder there
+		// would let this side's peer reach what is outside it.
+		c.refuse(f, p, l, r, fmt.Sprintf("symlink to %s leaves the synchronized folder: not created on the other side", src.Target))
+		return plan
+	}
+	if !toRemote && l.Kind == KindNone && f.t.caps.foldCase {
+		if other, ok := f.foldName(p); ok && other != p {
+			c.refuse(f, p, l, r, fmt.Sprintf("differs only in case from %s, which this case-insensitive folder holds: not created here (rename one of them)", other))
+			return plan
+		}
+		f.folds[strings.ToLower(p)] = p
+	}
 	if toRemote {
 		return append(plan, action{do: actPush, p: p, l: l, r: r})
 	}
 	return append(plan, action{do: actPull, p: p, l: l, r: r})
+}
+
+// refuse leaves p as it is on both sides until either changes, and reports
+// why once.
+func (c *Client) refuse(f *cfolder, p string, l, r Entry, why string) {
+	f.failed[p] = [2]Entry{l, r}
+	if f.refused[p] == why {
+		return // reported already
+	}
+	if f.refused == nil || len(f.refused) >= 10000 {
+		f.refused = map[string]string{}
+	}
+	f.refused[p] = why
+	f.log.Warn("path not synchronized", "path", p, "err", why)
+	f.addErr(p, why)
+}
+
+// foldName returns the local path equal to p but for case, if any (the
+// map is built once per round, on case-insensitive folders only).
+func (f *cfolder) foldName(p string) (string, bool) {
+	if f.folds == nil {
+		f.t.mu.Lock()
+		f.folds = make(map[string]string, len(f.t.idx))
+		for q := range f.t.idx {
+			f.folds[strings.ToLower(q)] = q
+		}
+		f.t.mu.Unlock()
+	}
+	q, ok := f.folds[strings.ToLower(p)]
+	return q, ok
 }
 
 // changedBelow reports whether the local (or remote) side holds a path below
@@ -1062,6 +1177,11 @@ func (c *Client) updateStatus(force bool) {
 	all := true
 	var save []*cfolder
 	for _, f := range c.folders {
+		if !f.done && f.halt != "" {
+			// Halted: the engine does nothing more for it this session
+			// (Status says why); the others go on.
+			f.done = true
+		}
 		if !f.done && f.remoteReady && len(f.dirty) == 0 && len(f.inflight) == 0 && len(f.diff) <= len(f.failed) {
 			f.done = true
 			f.log.Info("initial sync done", "entries", len(f.base), "took", time.Since(c.start), "conflicts", len(f.conflicts))
@@ -1124,6 +1244,7 @@ func (c *Client) computeStatus() Status {
 		} else if f.remoteReady {
 			fs.Percent = 100
 		}
+		fs.Halted = f.halt
 		fs.Conflicts = append([]Conflict(nil), f.conflicts...)
 		fs.Errors = append([]PathError(nil), f.errs...)
 		st.Folders = append(st.Folders, fs)

@@ -29,6 +29,10 @@ type FolderStatus struct {
 	// them still differ or wait for a transfer.
 	Files   int `json:"files"`
 	Pending int `json:"pending"`
+	// Halted, when not empty, says why this folder's synchronization
+	// stopped before deleting anything (an emptied, replaced or missing
+	// root, or a mass deletion) and how to go on.
+	Halted string `json:"halted,omitempty"`
 	// Conflicts lists the conflicts resolved so far (both versions kept).
 	Conflicts []Conflict `json:"conflicts,omitempty"`
 	// Errors lists paths that could not be synchronized, most recent last.

@@ -50,6 +50,51 @@ type tree struct {
 	// stopped ends walks early (the session is ending: its teardown waits
 	// for the reader, which may be in a whole scan).
 	stopped atomic.Bool
+	// scanErrs are the paths a scan could not read since the last
+	// takeScanErrs: what they held is unknown, kept in the index as it was
+	// (never taken for deleted), and reported.
+	scanErrs []error
+	// caps is what the filesystem under root keeps (probed once per
+	// session, see probeCaps).
+	caps caps
+	// now is the clock that dates received files (tests inject one).
+	now func() time.Time
+}
+
+// testHookOpenDir, when set (tests only), can fail the reading of a folder
+// as a permission or I/O error would (tests run as root, which reads all).
+var testHookOpenDir func(root, dir string) error
+
+// maxScanErrs bounds the unreadable paths kept for a report.
+const maxScanErrs = 20
+
+// unknown records that p could not be read (err): what the index knows
+// under it is kept as it was. Callers hold mu.
+func (t *tree) unknown(p string, err error, seen map[string]struct{}) {
+	if len(t.scanErrs) < maxScanErrs {
+		name := p
+		if name == "" {
+			name = "."
+		}
+		t.scanErrs = append(t.scanErrs, fmt.Errorf("%s: unreadable, kept as it was (nothing deleted on the other side): %w", name, err))
+	}
+	if seen == nil {
+		return
+	}
+	for q := range t.idx {
+		if p == "" || isUnder(q, p) {
+			seen[q] = struct{}{}
+		}
+	}
+}
+
+// takeScanErrs returns the unreadable paths reported since the last call.
+func (t *tree) takeScanErrs() []error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	errs := t.scanErrs
+	t.scanErrs = nil
+	return errs
 }
 
 var (
@@ -114,7 +159,12 @@ func openTree(root string, create bool, log *slog.Logger) (*tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sync folder: %w", err)
 	}
-	return &tree{root: root, r: r, log: log, idx: map[string]Entry{}, ign: ignore.New(nil), buf: make([]byte, 64<<10), rootfd: openRootFD(root)}, nil
+	t := &tree{root: root, r: r, log: log, idx: map[string]Entry{}, ign: ignore.New(nil), buf: make([]byte, 64<<10), rootfd: openRootFD(root), now: time.Now}
+	t.caps = probeCaps(r)
+	if !t.caps.exec || t.caps.foldCase {
+		log.Info("sync folder capabilities", "exec_bits", t.caps.exec, "case_insensitive", t.caps.foldCase)
+	}
+	return t, nil
 }
 
 func (t *tree) close() {
@@ -181,7 +231,7 @@ func (t *tree) open(p string) (io.ReadCloser, error) {
 func (t *tree) statEntry(p string, fi fs.FileInfo, old Entry) (e Entry, ok bool, err error) {
 	switch m := fi.Mode(); {
 	case m.IsRegular():
-		e = Entry{Kind: KindFile, Exec: m.Perm()&0o111 != 0, Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
+		e = Entry{Kind: KindFile, Exec: t.execBit(m, old), Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
 		if old.Kind == KindFile && old.Size == e.Size && old.MTime == e.MTime && !old.racy {
 			e.Hash = old.Hash
 			return e, true, nil
@@ -226,7 +276,14 @@ func (t *tree) scanAll(clean bool, onDir func(rel string)) ([]item, error) {
 	}
 	seen := make(map[string]struct{}, len(t.idx))
 	var changed []item
+	nerr := len(t.scanErrs)
 	err := t.walk("", clean, seen, &changed)
+	if len(t.scanErrs) > nerr {
+		if err == nil {
+			err = errors.Join(t.scanErrs[nerr:]...)
+		}
+		t.scanErrs = t.scanErrs[:nerr]
+	}
 	if t.stopped.Load() {
 		// Not all was seen: what was not is kept as it was, not taken
 		// for removed.
@@ -241,7 +298,10 @@ func (t *tree) scanAll(clean bool, onDir func(rel string)) ([]item, error) {
 	return changed, err
 }
 
-// walk scans folder dir ("" = root) recursively. Callers hold mu.
+// walk scans folder dir ("" = root) recursively. A folder or file that
+// cannot be read is unknown, not absent: what the index holds for it is
+// kept (marked seen) and the error is recorded (see unknown). Callers hold
+// mu.
 func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[]item) error {
 	if t.stopped.Load() {
 		return errStopped
@@ -254,13 +314,24 @@ func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[
 		name = "."
 	}
 	f, err := t.r.Open(name)
+	if err == nil && testHookOpenDir != nil {
+		if herr := testHookOpenDir(t.root, dir); herr != nil {
+			f.Close()
+			f, err = nil, herr
+		}
+	}
 	if err != nil {
-		return err
+		if dir != "" && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+			return nil // vanished meanwhile: absent indeed
+		}
+		t.unknown(dir, err, seen)
+		return nil
 	}
 	ents, err := f.ReadDir(-1)
 	f.Close()
 	if err != nil {
-		return err
+		// What was read is scanned; the rest of the folder is unknown.
+		t.unknown(dir, err, seen)
 	}
 	if t.readRules {
 		for _, rn := range ignore.FileNames {
@@ -274,7 +345,6 @@ func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[
 			}
 		}
 	}
-	var firstErr error
 	for _, de := range ents {
 		if t.stopped.Load() {
 			return errStopped
@@ -292,13 +362,16 @@ func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[
 		}
 		fi, err := de.Info()
 		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.unknown(p, err, seen)
+			}
 			continue // vanished
 		}
 		old := t.idx[p]
 		e, ok, err := t.statEntry(p, fi, old)
 		if err != nil {
-			if firstErr == nil && !errors.Is(err, fs.ErrNotExist) {
-				firstErr = fmt.Errorf("%s: %w", p, err)
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.unknown(p, err, seen)
 			}
 			continue
 		}
@@ -313,12 +386,12 @@ func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[
 			t.idx[p] = e
 		}
 		if e.Kind == KindDir {
-			if err := t.walk(p, clean, seen, changed); err != nil && firstErr == nil {
-				firstErr = err
+			if err := t.walk(p, clean, seen, changed); err != nil {
+				return err
 			}
 		}
 	}
-	return firstErr
+	return nil
 }
 
 func join(dir, name string) string {
@@ -346,6 +419,10 @@ func (t *tree) scanPaths(paths []string) (changed []item, rules bool) {
 		}
 		fi, err := t.r.Lstat(p)
 		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) && t.parentsReal(p) {
+				t.unknown(p, err, nil) // unknown, not gone
+				continue
+			}
 			if _, ok := t.idx[p]; ok {
 				gone = append(gone, p)
 			}
@@ -356,6 +433,10 @@ func (t *tree) scanPaths(paths []string) (changed []item, rules bool) {
 		}
 		old := t.idx[p]
 		e, ok, err := t.statEntry(p, fi, old)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.unknown(p, err, nil)
+			continue
+		}
 		if err != nil || !ok {
 			if old.Kind != KindNone {
 				gone = append(gone, p)
@@ -388,6 +469,20 @@ func (t *tree) scanPaths(paths []string) (changed []item, rules bool) {
 		}
 	}
 	return changed, rules
+}
+
+// parentsReal reports whether every folder above p is a real folder on
+// disk now (not gone, nor a file or symlink in its place: then p is gone
+// too, whatever error reading it gave). Callers hold mu.
+func (t *tree) parentsReal(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			if fi, err := t.r.Lstat(p[:i]); err != nil || !fi.IsDir() {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // parentsKnown reports whether every folder above p is in the index (so a
@@ -595,8 +690,10 @@ func (pf *putFile) commit() (Entry, error) {
 	if pf.n != pf.e.Size || pf.h.Sum64() != pf.e.Hash {
 		err = fmt.Errorf("%s: content changed while it was sent", pf.p)
 	}
-	if err == nil && pf.e.MTime != 0 {
-		err = setMTime(pf.f, t.r, pf.tmp, pf.e.MTime)
+	if err == nil {
+		// The receiver's time, not the sender's: build tools on this side
+		// see the file as new whatever the two clocks say.
+		err = setMTime(pf.f, t.r, pf.tmp, t.now().UnixNano())
 	}
 	var fi fs.FileInfo
 	if err == nil {
@@ -623,7 +720,7 @@ func (pf *putFile) commit() (Entry, error) {
 		return cur, err
 	}
 	mt := fi.ModTime().UnixNano()
-	e := Entry{Kind: KindFile, Exec: fi.Mode().Perm()&0o111 != 0, Size: fi.Size(), MTime: mt, Hash: pf.e.Hash,
+	e := Entry{Kind: KindFile, Exec: t.receivedExec(fi.Mode(), pf.e.Exec), Size: fi.Size(), MTime: mt, Hash: pf.e.Hash,
 		racy: time.Now().UnixNano()-mt < racyWindow}
 	t.idx[pf.p] = e
 	return e, nil
@@ -698,6 +795,9 @@ func (t *tree) symlink(p, target string, expect Entry) (Entry, error) {
 	}
 	if target == "" || strings.IndexByte(target, 0) >= 0 {
 		return Entry{}, fmt.Errorf("%s: bad symlink target", p)
+	}
+	if linkEscapes(p, target) {
+		return Entry{}, fmt.Errorf("%w: %s is a symlink to %s, outside the synchronized folder: not created", errEscape, p, target)
 	}
 	cur, err := t.expect(p, expect)
 	if err != nil {
