@@ -962,65 +962,31 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 		}
 		delete(f.failed, p)
 	}
-	lc, rc := !same(b, l), !same(b, r)
-	switch {
-	case lc && !rc:
-		return c.propagate(f, p, l, r, true, now, plan)
-	case rc && !lc:
-		return c.propagate(f, p, l, r, false, now, plan)
-	}
-	// Both changed.
-	switch {
-	case l.Kind == KindNone: // deleted here, changed there: the change wins
-		return c.propagate(f, p, l, r, false, now, plan)
-	case r.Kind == KindNone:
-		return c.propagate(f, p, l, r, true, now, plan)
-	case l.Kind == KindDir: // a folder here, a file or link there: keep the folder, move theirs aside
-		return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
-	case r.Kind == KindDir:
-		return append(plan, action{do: actLocalMove, p: p, to: c.conflictCopy(f, p, "local", now), l: l, r: r, remove: true})
-	}
-	// Two versions: the remote one is kept beside, the local one takes the name.
-	return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
-}
-
-// propagate carries one side's state of p to the other.
-func (c *Client) propagate(f *cfolder, p string, l, r Entry, toRemote bool, now time.Time, plan []action) []action {
-	src, dst := l, r
-	if !toRemote {
-		src, dst = r, l
-	}
-	if src.Kind == KindNone {
-		if toRemote {
-			return append(plan, action{do: actRemoteRm, p: p, l: l, r: r, remove: true})
-		}
-		return append(plan, action{do: actLocalRm, p: p, l: l, r: r, remove: true})
-	}
-	if dst.Kind == KindDir && src.Kind != KindDir && c.changedBelow(f, p, !toRemote) {
-		// The folder being replaced holds changes of its own: keep it, and
-		// keep the file or link that would replace it beside it.
-		if toRemote {
-			return append(plan, action{do: actLocalMove, p: p, to: c.conflictCopy(f, p, "local", now), l: l, r: r, remove: true})
-		}
-		return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
-	}
-	if src.Kind == KindSymlink && linkEscapes(p, src.Target) {
-		// Never made on the other side: a link out of the folder there
-		// would let this side's peer reach what is outside it.
-		c.refuse(f, p, l, r, fmt.Sprintf("symlink to %s leaves the synchronized folder: not created on the other side", src.Target))
-		return plan
-	}
-	if !toRemote && l.Kind == KindNone && f.t.caps.foldCase {
-		if other, ok := f.foldName(p); ok && other != p {
-			c.refuse(f, p, l, r, fmt.Sprintf("differs only in case from %s, which this case-insensitive folder holds: not created here (rename one of them)", other))
-			return plan
-		}
-		f.folds[strings.ToLower(p)] = p
-	}
-	if toRemote {
+	d := decide(p, b, l, r, func(local bool) bool { return c.changedBelow(f, p, local) })
+	switch d.v {
+	case vPush:
 		return append(plan, action{do: actPush, p: p, l: l, r: r})
+	case vPull:
+		if l.Kind == KindNone && f.t.caps.foldCase {
+			if other, ok := f.foldName(p); ok && other != p {
+				c.refuse(f, p, l, r, fmt.Sprintf("differs only in case from %s, which this case-insensitive folder holds: not created here (rename one of them)", other))
+				return plan
+			}
+			f.folds[strings.ToLower(p)] = p
+		}
+		return append(plan, action{do: actPull, p: p, l: l, r: r})
+	case vRemoteRm:
+		return append(plan, action{do: actRemoteRm, p: p, l: l, r: r, remove: true})
+	case vLocalRm:
+		return append(plan, action{do: actLocalRm, p: p, l: l, r: r, remove: true})
+	case vRemoteAside:
+		return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
+	case vLocalAside:
+		return append(plan, action{do: actLocalMove, p: p, to: c.conflictCopy(f, p, "local", now), l: l, r: r, remove: true})
+	case vRefuse:
+		c.refuse(f, p, l, r, d.why)
 	}
-	return append(plan, action{do: actPull, p: p, l: l, r: r})
+	return plan
 }
 
 // refuse leaves p as it is on both sides until either changes, and reports
