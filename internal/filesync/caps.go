@@ -5,6 +5,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // caps is what a side's filesystem keeps, probed once per session in its
@@ -14,6 +16,19 @@ import (
 type caps struct {
 	exec     bool // a file's exec bit is kept as set
 	foldCase bool // names that differ only in case are one file
+	foldNorm bool // names equal under Unicode normalization are one file (macOS)
+}
+
+// nameKey is the form of p under which this side's filesystem takes two
+// names for one file.
+func (c caps) nameKey(p string) string {
+	if c.foldNorm {
+		p = norm.NFC.String(p)
+	}
+	if c.foldCase {
+		p = strings.ToLower(p)
+	}
+	return p
 }
 
 // probeCaps probes the filesystem under r with a temporary file (skipped by
@@ -43,6 +58,16 @@ func probeCaps(r *os.Root) caps {
 	c.exec = ok1 && ok2 && x1 && !x2
 	if _, err := r.Lstat(strings.TrimSuffix(name, "Aa") + "aA"); err == nil {
 		c.foldCase = true
+	}
+	// The same with a name in decomposed form (e + combining acute) looked
+	// up in composed form (é).
+	nfd := path.Base(tmpName("")) + "-e\u0301"
+	if g, err := r.OpenFile(nfd, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		g.Close()
+		if _, err := r.Lstat(strings.TrimSuffix(nfd, "e\u0301") + "\u00e9"); err == nil {
+			c.foldNorm = true
+		}
+		_ = r.Remove(nfd)
 	}
 	return c
 }

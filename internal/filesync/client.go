@@ -78,8 +78,8 @@ type cfolder struct {
 	// held are paths whose removal waits until removals stop coming
 	// (heldAt: the last one held); release lets the next round carry them
 	// out (see holdRemovals).
-	// folds maps the lower-case form of each local path to it, for a
-	// round on a case-insensitive folder (nil: not built yet).
+	// folds maps each local path's nameKey to it, for a round on a
+	// case- or normalization-insensitive folder (nil: not built yet).
 	folds map[string]string
 	// refused holds what was reported for paths left alone on purpose
 	// (a symlink leaving the folder, a case clash), so each is reported once.
@@ -537,7 +537,15 @@ func (c *Client) scanErr(f *cfolder, err error) {
 	}
 }
 
+// addErr lists an error in the status; the same error again (an unreadable
+// folder at every rescan) moves to the end with its new time.
 func (f *cfolder) addErr(p, msg string) {
+	for i, e := range f.errs {
+		if e.Path == p && e.Err == msg {
+			f.errs = append(f.errs[:i], f.errs[i+1:]...)
+			break
+		}
+	}
 	f.errs = append(f.errs, PathError{Path: p, Err: msg, Time: time.Now()})
 	if len(f.errs) > maxListed {
 		f.errs = f.errs[len(f.errs)-maxListed:]
@@ -967,12 +975,12 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 	case vPush:
 		return append(plan, action{do: actPush, p: p, l: l, r: r})
 	case vPull:
-		if l.Kind == KindNone && f.t.caps.foldCase {
+		if l.Kind == KindNone && (f.t.caps.foldCase || f.t.caps.foldNorm) {
 			if other, ok := f.foldName(p); ok && other != p {
-				c.refuse(f, p, l, r, fmt.Sprintf("differs only in case from %s, which this case-insensitive folder holds: not created here (rename one of them)", other))
+				c.refuse(f, p, l, r, fmt.Sprintf("differs only in case or Unicode form from %s, which this folder's filesystem takes for the same name: not created here (rename one of them)", other))
 				return plan
 			}
-			f.folds[strings.ToLower(p)] = p
+			f.folds[f.t.caps.nameKey(p)] = p
 		}
 		return append(plan, action{do: actPull, p: p, l: l, r: r})
 	case vRemoteRm:
@@ -1011,11 +1019,11 @@ func (f *cfolder) foldName(p string) (string, bool) {
 		f.t.mu.Lock()
 		f.folds = make(map[string]string, len(f.t.idx))
 		for q := range f.t.idx {
-			f.folds[strings.ToLower(q)] = q
+			f.folds[f.t.caps.nameKey(q)] = q
 		}
 		f.t.mu.Unlock()
 	}
-	q, ok := f.folds[strings.ToLower(p)]
+	q, ok := f.folds[f.t.caps.nameKey(p)]
 	return q, ok
 }
 

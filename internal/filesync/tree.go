@@ -161,8 +161,8 @@ func openTree(root string, create bool, log *slog.Logger) (*tree, error) {
 	}
 	t := &tree{root: root, r: r, log: log, idx: map[string]Entry{}, ign: ignore.New(nil), buf: make([]byte, 64<<10), rootfd: openRootFD(root), now: time.Now}
 	t.caps = probeCaps(r)
-	if !t.caps.exec || t.caps.foldCase {
-		log.Info("sync folder capabilities", "exec_bits", t.caps.exec, "case_insensitive", t.caps.foldCase)
+	if !t.caps.exec || t.caps.foldCase || t.caps.foldNorm {
+		log.Info("sync folder capabilities", "exec_bits", t.caps.exec, "case_insensitive", t.caps.foldCase, "normalization_insensitive", t.caps.foldNorm)
 	}
 	return t, nil
 }
