@@ -83,6 +83,8 @@ type cfolder struct {
 	// (a symlink leaving the folder, a case clash), so each is reported once.
 	refused map[string]string
 	held    map[string]struct{}
+	unheld  map[string]struct{} // removals not to hold: they block a folder's replacement
+	retried map[string]bool     // folders tried again at once after failing as not empty (see unblock)
 	heldAt  time.Time
 	release bool
 	// rootID is the local root's identity this session (see rootIdentity).
@@ -861,7 +863,11 @@ func (c *Client) failed(f *cfolder, op *pendingOp, code byte, msg string, l, r E
 		return
 	}
 	f.failed[op.path] = [2]Entry{l, r}
-	if code == failNotEmpty || code == failChanged {
+	if code == failNotEmpty {
+		c.unblock(f, op)
+		return
+	}
+	if code == failChanged {
 		return
 	}
 	f.log.Warn("path not synchronized", "path", op.path, "err", msg)

@@ -31,7 +31,7 @@ const (
 
 // holdQuiet is how long removals must stop coming before those held are
 // carried out (see holdRemovals).
-const holdQuiet = 200 * time.Millisecond
+const holdQuiet = 500 * time.Millisecond
 
 // holdRemovals takes the removals out of a plan made once the first
 // synchronization is done, and holds them until none came for holdQuiet:
@@ -47,6 +47,11 @@ func (c *Client) holdRemovals(f *cfolder, plan []action, now time.Time) []action
 	out := plan[:0]
 	held := false
 	for _, a := range plan {
+		if _, now := f.unheld[a.p]; now {
+			delete(f.unheld, a.p)
+			out = append(out, a)
+			continue
+		}
 		if a.do == actLocalRm || a.do == actRemoteRm {
 			f.held[a.p] = struct{}{}
 			held = true
@@ -59,6 +64,45 @@ func (c *Client) holdRemovals(f *cfolder, plan []action, now time.Time) []action
 		c.holdTimer.Reset(holdQuiet)
 	}
 	return out
+}
+
+// unblock handles a folder that could not be replaced because it is not
+// empty (op failed with failNotEmpty): held removals below it are what
+// blocks it, so they go now (still checked by checkHalt); a folder already
+// emptied meanwhile (its removals went before the failure came back) is
+// tried again at once instead of waiting for a change.
+func (c *Client) unblock(f *cfolder, op *pendingOp) {
+	var below map[string]Entry
+	if op.pull {
+		below = f.t.snapshot()
+	} else {
+		below = f.remote
+	}
+	empty := true
+	for q := range below {
+		if q == op.path || !isUnder(q, op.path) {
+			continue
+		}
+		empty = false
+		if _, ok := f.held[q]; ok {
+			delete(f.held, q)
+			if f.unheld == nil {
+				f.unheld = map[string]struct{}{}
+			}
+			f.unheld[q] = struct{}{}
+			f.markDirty(q)
+		}
+	}
+	if empty && !f.retried[op.path] {
+		// Once: a folder that holds only ignored content stays not empty,
+		// and waits for a change as before.
+		if f.retried == nil {
+			f.retried = map[string]bool{}
+		}
+		f.retried[op.path] = true
+		delete(f.failed, op.path)
+		f.markDirty(op.path)
+	}
 }
 
 // releaseHeld reconciles the held removals again, carried out this time,

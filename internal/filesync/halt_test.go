@@ -163,9 +163,10 @@ func TestHaltMassDeletionAtNewSession(t *testing.T) {
 	}
 }
 
-// `rm -rf` of the synced folder inside the container halts the folder; at
-// most massDeleteMin-1 files go before the halt (they may come in several
-// watcher batches), the laptop keeps the rest.
+// `rm -rf` of the synced folder inside the container halts the folder.
+// Removals are held until they stop coming, so normally none goes; when the
+// watcher's batches come further apart than holdQuiet (a loaded machine),
+// the mass-deletion window still stops them before half the files are gone.
 func TestHaltRemoteRootRemoved(t *testing.T) {
 	p := newPair(t, ClientOptions{})
 	files := manyFiles(t, p.local, 100)
@@ -178,7 +179,7 @@ func TestHaltRemoteRootRemoved(t *testing.T) {
 		t.Fatalf("halt message names no folder: %s", why)
 	}
 	time.Sleep(100 * time.Millisecond) // nothing more may go; a late deletion would show below
-	if n := countPresent(p.local, files); n < 100-massDeleteMin+1 {
+	if n := countPresent(p.local, files); n < 50 {
 		t.Fatalf("only %d of 100 local files left after the remote folder was removed", n)
 	}
 }

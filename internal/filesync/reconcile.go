@@ -270,7 +270,7 @@ func (c *Client) execute(f *cfolder, plan []action) {
 func (c *Client) localStep(f *cfolder, a action, err error) {
 	f.changed = true
 	if err != nil {
-		op := &pendingOp{folder: f.i, path: a.p, local: a.l, remote: a.r}
+		op := &pendingOp{folder: f.i, path: a.p, pull: true, local: a.l, remote: a.r} // pull: applied on this side
 		c.failed(f, op, failCode(err), err.Error(), f.t.get(a.p), f.remote[a.p])
 		if failCode(err) != failChanged {
 			return
