@@ -18,11 +18,13 @@ type SyncStatus struct {
 	Synced    bool    `json:"synced"`
 	Percent   float64 `json:"percent"`
 	Folders   []struct {
-		Local     string  `json:"local"`
-		Remote    string  `json:"remote"`
-		Percent   float64 `json:"percent"`
-		Files     int     `json:"files"`
-		Pending   int     `json:"pending"`
+		Local   string  `json:"local"`
+		Remote  string  `json:"remote"`
+		Percent float64 `json:"percent"`
+		Files   int     `json:"files"`
+		Pending int     `json:"pending"`
+		// Halted says why the folder's sync stopped before deleting anything, and how to go on.
+		Halted    string `json:"halted"`
 		Conflicts []struct {
 			Path string `json:"path"`
 			Copy string `json:"copy"`

@@ -56,6 +56,15 @@
 // block. The decoder bounds every length. File data goes in
 // 128 KiB chunks, so memory follows the index, not file sizes.
 //
+// Safety (see docs/sync.md): a path a scan cannot read is unknown, kept in
+// the index as it was, never taken for deleted; a folder whose root is
+// emptied, replaced or gone, or whose removals would take most of a side's
+// files, halts (halt.go) before anything is deleted, and Status says why;
+// a symlink leaving the folder is never created on the other side; each
+// root's capabilities (exec bits, case) are probed once per session
+// (caps.go); received files get the receiver's clock. The decision for one
+// path is the pure function decide (decide.go).
+//
 // Ignore rules: .gitignore and .devtoolignore at every level (see package
 // ignore) and ClientOptions.Excludes; .git, temporary files and a state folder
 // inside a synced folder are never synced. The client's rules are sent to the
@@ -86,8 +95,12 @@ type ClientOptions struct {
 	StateDir string
 	// Reset drops both sides' indexes on the first Run: everything is
 	// compared anew and every difference becomes a conflict (both kept).
-	Reset  bool
-	Logger *slog.Logger
+	Reset bool
+	// AcceptDeletions turns the safety rails off for this client: an
+	// emptied or replaced local folder, or a round deleting most of a side's
+	// files, is carried over instead of halting the folder (see halt.go).
+	AcceptDeletions bool
+	Logger          *slog.Logger
 }
 
 // ServerOptions configures the remote end.

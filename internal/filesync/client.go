@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"runtime/debug"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +31,8 @@ type Client struct {
 	start    time.Time
 	statusAt time.Time
 	freed    bool // memory given back after the first synchronization
+	// holdTimer fires when held removals may be released (see holdRemovals).
+	holdTimer *time.Timer
 
 	getsMu sync.Mutex
 	gets   map[uint64]*pendingOp // pulls, read by the stream reader
@@ -67,9 +67,31 @@ type cfolder struct {
 	diff      map[string]struct{}
 	conflicts []Conflict
 	errs      []PathError
-	changed   bool
-	done      bool
-	w         *watcher
+	// halt, when not "", is why this folder's synchronization stopped this
+	// session (see halt.go); rmSince and rmCount count the files removed on
+	// each side (local, remote) in the current mass-deletion window.
+	halt    string
+	rmSince time.Time
+	rmCount [2]int
+	// held are paths whose removal waits until removals stop coming
+	// (heldAt: the last one held); release lets the next round carry them
+	// out (see holdRemovals).
+	// folds maps each local path's nameKey to it, for a round on a
+	// case- or normalization-insensitive folder (nil: not built yet).
+	folds map[string]string
+	// refused holds what was reported for paths left alone on purpose
+	// (a symlink leaving the folder, a case clash), so each is reported once.
+	refused map[string]string
+	held    map[string]struct{}
+	unheld  map[string]struct{} // removals not to hold: they block a folder's replacement
+	retried map[string]bool     // folders tried again at once after failing as not empty (see unblock)
+	heldAt  time.Time
+	release bool
+	// rootID is the local root's identity this session (see rootIdentity).
+	rootID  string
+	changed bool
+	done    bool
+	w       *watcher
 	// rules are the rules files of the last local scan (persisted beside the
 	// index), sent before this session's scan so the agent scans while this
 	// side does; rulesKnown when they were loaded or scanned.
@@ -106,6 +128,10 @@ type watchBatch struct {
 }
 
 var errReset = errors.New("sync reset requested")
+
+// errHalted ends a session whose folder halted before it could start (its
+// local root is gone); Status says why.
+var errHalted = errors.New("synchronization halted (see the sync status)")
 
 const maxListed = 100 // conflicts and errors kept for status
 
@@ -250,10 +276,20 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		if reset {
 			f.base, f.local = map[string]Entry{}, map[string]Entry{}
 		}
+		f.halt, f.rmCount = "", [2]int{}
+		f.held, f.release = map[string]struct{}{}, false
 		t, err := openTree(f.f.Local, false, f.log)
 		if err != nil {
+			if c.checkLocalRoot(f, err) {
+				st := c.computeStatus()
+				c.mu.Lock()
+				c.status = st
+				c.mu.Unlock()
+				return fmt.Errorf("%s: %w", f.f.Local, errHalted)
+			}
 			return err
 		}
+		c.checkLocalRoot(f, nil)
 		t.idx = f.local
 		t.neverSync(c.opts.StateDir)
 		t.readRules = true
@@ -345,9 +381,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 			onDir = w.add
 		}
 		changed, err := f.t.scanAll(true, onDir)
-		if err != nil {
-			f.log.Warn("local scan", "err", err)
-		}
+		c.scanErr(f, err)
 		f.changed = f.changed || len(changed) > 0
 		f.t.mu.Lock()
 		scanned := append([]ruleFile(nil), f.t.rules...)
@@ -379,11 +413,16 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 
 	tick := time.NewTicker(saveEvery)
 	defer tick.Stop()
+	c.holdTimer = time.NewTimer(time.Hour)
+	c.holdTimer.Stop()
+	defer c.holdTimer.Stop()
 	lastRescan := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-c.holdTimer.C:
+			c.releaseHeld(time.Now())
 		case err := <-errc:
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
 				return fmt.Errorf("sync stream closed: %w", err)
@@ -466,6 +505,13 @@ func (c *Client) save(f *cfolder) {
 	if err := saveIndex(f.file, f.f.Local+"\x00"+f.f.Remote, f.remoteID, f.base, local); err != nil {
 		f.log.Warn("saving the sync index", "err", err)
 	}
+	// The root's identity goes with the base, except while halted (the
+	// next session checks again against the one the base was agreed with).
+	if f.halt == "" && f.rootID != "" && loadRootID(f.file+".root") != f.rootID {
+		if err := writeFileAtomic(f.file+".root", []byte(f.rootID+"\n")); err != nil {
+			f.log.Warn("saving the sync folder's identity", "err", err)
+		}
+	}
 	if f.rulesKnown && (f.savedRules == nil || !sameRules(f.rules, f.savedRules)) {
 		if err := saveRules(f.file+".rules", f.rules); err != nil {
 			f.log.Warn("saving the sync rules", "err", err)
@@ -475,7 +521,31 @@ func (c *Client) save(f *cfolder) {
 	}
 }
 
+// scanErr reports what a local scan could not read (each path once per
+// message; what it held is kept, never taken for deleted).
+func (c *Client) scanErr(f *cfolder, err error) {
+	if err == nil || errors.Is(err, errStopped) {
+		return
+	}
+	f.log.Warn("local scan", "err", err)
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		f.addErr("", e.Error())
+	}
+}
+
+// addErr lists an error in the status; the same error again (an unreadable
+// folder at every rescan) moves to the end with its new time.
 func (f *cfolder) addErr(p, msg string) {
+	for i, e := range f.errs {
+		if e.Path == p && e.Err == msg {
+			f.errs = append(f.errs[:i], f.errs[i+1:]...)
+			break
+		}
+	}
 	f.errs = append(f.errs, PathError{Path: p, Err: msg, Time: time.Now()})
 	if len(f.errs) > maxListed {
 		f.errs = f.errs[len(f.errs)-maxListed:]
@@ -722,6 +792,7 @@ func (c *Client) handle(ev any) {
 		rules := m.paths == nil
 		if !rules {
 			changed, rules = f.t.scanPaths(m.paths)
+			c.scanErr(f, errors.Join(f.t.takeScanErrs()...))
 		}
 		if rules {
 			f.t.mu.Lock()
@@ -729,9 +800,7 @@ func (c *Client) handle(ev any) {
 			f.t.mu.Unlock()
 			var err error
 			changed, err = f.t.scanAll(false, nil)
-			if err != nil {
-				f.log.Warn("rescan", "err", err)
-			}
+			c.scanErr(f, err)
 			f.t.mu.Lock()
 			after := f.t.rules
 			f.t.mu.Unlock()
@@ -748,6 +817,7 @@ func (c *Client) handle(ev any) {
 // many paths changed.
 func (c *Client) rescanLocal(f *cfolder, paths []string) int {
 	changed, _ := f.t.scanPaths(paths)
+	c.scanErr(f, errors.Join(f.t.takeScanErrs()...))
 	return c.localChanged(f, changed)
 }
 
@@ -793,342 +863,15 @@ func (c *Client) failed(f *cfolder, op *pendingOp, code byte, msg string, l, r E
 		return
 	}
 	f.failed[op.path] = [2]Entry{l, r}
-	if code == failNotEmpty || code == failChanged {
+	if code == failNotEmpty {
+		c.unblock(f, op)
+		return
+	}
+	if code == failChanged {
 		return
 	}
 	f.log.Warn("path not synchronized", "path", op.path, "err", msg)
 	f.addErr(op.path, msg)
-}
-
-// action is one step of a reconciliation plan.
-type action struct {
-	do     byte // one of the act* constants
-	p, to  string
-	l, r   Entry
-	remove bool // ordered with the removals (children before parents)
-}
-
-const (
-	actPush         byte = iota + 1 // local -> remote
-	actPull                         // remote -> local
-	actRemoteRm                     // remove on the remote
-	actLocalRm                      // remove locally
-	actRemoteMove                   // move the remote version aside (conflict copy)
-	actLocalMove                    // move the local version aside (conflict copy)
-	actRemoteRename                 // a file renamed here: the same move there (p to to)
-	actLocalRename                  // a file renamed there: the same move here
-)
-
-// iterate reconciles every dirty path and carries the plan out; local steps
-// are immediate, so it goes round until nothing is left (bounded).
-func (c *Client) iterate() {
-	for round := 0; round < 4; round++ {
-		any := false
-		for _, f := range c.folders {
-			if !f.remoteReady || len(f.dirty) == 0 {
-				continue
-			}
-			any = true
-			paths := make([]string, 0, len(f.dirty))
-			for p := range f.dirty {
-				paths = append(paths, p)
-			}
-			f.dirty = map[string]struct{}{}
-			var plan []action
-			now := time.Now()
-			for _, p := range paths {
-				plan = c.reconcile(f, p, now, plan)
-			}
-			c.execute(f, pairRenames(f, plan))
-		}
-		if !any {
-			break
-		}
-	}
-	c.updateStatus(false)
-}
-
-// reconcile decides what to do with p from its base, local and remote states.
-func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) []action {
-	if _, busy := f.inflight[p]; busy {
-		return plan
-	}
-	f.t.mu.Lock()
-	l := f.t.idx[p]
-	ign := f.t.ignored(p, l.Kind == KindDir || f.remote[p].Kind == KindDir)
-	f.t.mu.Unlock()
-	if ign {
-		// ignored paths leave the sync: forgotten, never deleted
-		delete(f.base, p)
-		delete(f.remote, p)
-		delete(f.diff, p)
-		delete(f.failed, p)
-		return plan
-	}
-	r := f.remote[p]
-	b := f.base[p]
-	if same(l, r) {
-		if l.Kind == KindNone {
-			if _, ok := f.base[p]; ok {
-				f.log.Debug("base removed", "path", p)
-				delete(f.base, p)
-				f.changed = true
-			}
-		} else if b, ok := f.base[p]; !ok || !same(b, l) || b.MTime != l.MTime {
-			f.log.Debug("base set", "path", p, "e", descE(l))
-			f.base[p] = l
-			f.changed = true
-		}
-		delete(f.diff, p)
-		delete(f.failed, p)
-		return plan
-	}
-	f.diff[p] = struct{}{}
-	if fs, ok := f.failed[p]; ok {
-		if same(fs[0], l) && same(fs[1], r) {
-			return plan
-		}
-		delete(f.failed, p)
-	}
-	lc, rc := !same(b, l), !same(b, r)
-	switch {
-	case lc && !rc:
-		return c.propagate(f, p, l, r, true, now, plan)
-	case rc && !lc:
-		return c.propagate(f, p, l, r, false, now, plan)
-	}
-	// Both changed.
-	switch {
-	case l.Kind == KindNone: // deleted here, changed there: the change wins
-		return c.propagate(f, p, l, r, false, now, plan)
-	case r.Kind == KindNone:
-		return c.propagate(f, p, l, r, true, now, plan)
-	case l.Kind == KindDir: // a folder here, a file or link there: keep the folder, move theirs aside
-		return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
-	case r.Kind == KindDir:
-		return append(plan, action{do: actLocalMove, p: p, to: c.conflictCopy(f, p, "local", now), l: l, r: r, remove: true})
-	}
-	// Two versions: the remote one is kept beside, the local one takes the name.
-	return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
-}
-
-// propagate carries one side's state of p to the other.
-func (c *Client) propagate(f *cfolder, p string, l, r Entry, toRemote bool, now time.Time, plan []action) []action {
-	src, dst := l, r
-	if !toRemote {
-		src, dst = r, l
-	}
-	if src.Kind == KindNone {
-		if toRemote {
-			return append(plan, action{do: actRemoteRm, p: p, l: l, r: r, remove: true})
-		}
-		return append(plan, action{do: actLocalRm, p: p, l: l, r: r, remove: true})
-	}
-	if dst.Kind == KindDir && src.Kind != KindDir && c.changedBelow(f, p, !toRemote) {
-		// The folder being replaced holds changes of its own: keep it, and
-		// keep the file or link that would replace it beside it.
-		if toRemote {
-			return append(plan, action{do: actLocalMove, p: p, to: c.conflictCopy(f, p, "local", now), l: l, r: r, remove: true})
-		}
-		return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
-	}
-	if toRemote {
-		return append(plan, action{do: actPush, p: p, l: l, r: r})
-	}
-	return append(plan, action{do: actPull, p: p, l: l, r: r})
-}
-
-// changedBelow reports whether the local (or remote) side holds a path below
-// p that differs from the base.
-func (c *Client) changedBelow(f *cfolder, p string, local bool) bool {
-	pre := p + "/"
-	if local {
-		f.t.mu.Lock()
-		defer f.t.mu.Unlock()
-		for q, e := range f.t.idx {
-			if strings.HasPrefix(q, pre) && !same(f.base[q], e) {
-				return true
-			}
-		}
-		return false
-	}
-	for q, e := range f.remote {
-		if strings.HasPrefix(q, pre) && !same(f.base[q], e) {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *Client) conflictCopy(f *cfolder, p, side string, now time.Time) string {
-	f.t.mu.Lock()
-	defer f.t.mu.Unlock()
-	return f.t.freeName(p, side, now, f.remote)
-}
-
-func (c *Client) newOp(f *cfolder, a action, pull bool) uint64 {
-	c.nextID++
-	id := c.nextID
-	op := &pendingOp{folder: f.i, path: a.p, to: a.to, pull: pull, rename: a.do == actRemoteRename, local: a.l, remote: a.r}
-	c.ops[id] = op
-	f.inflight[a.p] = id
-	if a.to != "" {
-		f.inflight[a.to] = id
-	}
-	if pull {
-		c.getsMu.Lock()
-		c.gets[id] = op
-		c.getsMu.Unlock()
-	}
-	return id
-}
-
-// execute carries a plan out: removals and moves first, deepest first, then
-// creations and updates, shallowest first.
-func (c *Client) execute(f *cfolder, plan []action) {
-	sort.Slice(plan, func(i, j int) bool {
-		a, b := plan[i], plan[j]
-		if a.remove != b.remove {
-			return a.remove
-		}
-		if a.remove {
-			return a.p > b.p
-		}
-		return a.p < b.p
-	})
-	for _, a := range plan {
-		f.log.Debug("sync action", "do", a.do, "path", a.p, "to", a.to, "local", descE(a.l), "remote", descE(a.r), "base", descE(f.base[a.p]))
-		switch a.do {
-		case actPush:
-			id := c.newOp(f, a, false)
-			c.out.push(&sendJob{ID: id, Folder: f.i, Path: a.p, Expect: a.l, Peer: a.r})
-		case actPull:
-			id := c.newOp(f, a, true)
-			c.out.push(&getMsg{ID: id, Folder: f.i, Path: a.p, Expect: a.r})
-		case actRemoteRm:
-			id := c.newOp(f, a, false)
-			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opRemove, Path: a.p, Expect: a.r})
-		case actRemoteMove, actRemoteRename:
-			id := c.newOp(f, a, false)
-			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opMove, Path: a.p, To: a.to, Expect: a.r})
-			if a.do == actRemoteMove {
-				c.conflict(f, a.p, a.to, "remote")
-			}
-		case actLocalRename:
-			f.changed = true
-			if _, _, err := f.t.move(a.p, a.to, a.l); err != nil {
-				f.log.Debug("rename not applied; fetching the file instead", "path", a.p, "to", a.to, "err", err)
-				f.noRename[a.p] = struct{}{}
-			}
-			f.markDirty(a.p)
-			f.markDirty(a.to)
-		case actLocalRm:
-			_, err := f.t.remove(a.p, a.l)
-			c.localStep(f, a, err)
-		case actLocalMove:
-			_, _, err := f.t.move(a.p, a.to, a.l)
-			c.localStep(f, a, err)
-			if err == nil {
-				c.conflict(f, a.p, a.to, "local")
-				f.markDirty(a.to)
-			}
-		}
-	}
-}
-
-func (c *Client) localStep(f *cfolder, a action, err error) {
-	f.changed = true
-	if err != nil {
-		op := &pendingOp{folder: f.i, path: a.p, local: a.l, remote: a.r}
-		c.failed(f, op, failCode(err), err.Error(), f.t.get(a.p), f.remote[a.p])
-		if failCode(err) != failChanged {
-			return
-		}
-	}
-	f.markDirty(a.p)
-}
-
-func (c *Client) conflict(f *cfolder, p, to, side string) {
-	f.log.Warn("conflict: both sides changed; the other version is kept beside", "path", p, "copy", to, "side", side)
-	f.conflicts = append(f.conflicts, Conflict{Path: p, Copy: to, Time: time.Now()})
-	if len(f.conflicts) > maxListed {
-		f.conflicts = f.conflicts[len(f.conflicts)-maxListed:]
-	}
-}
-
-// updateStatus publishes the engine's state and closes Synced once every
-// folder has caught up the first time.
-func (c *Client) updateStatus(force bool) {
-	all := true
-	var save []*cfolder
-	for _, f := range c.folders {
-		if !f.done && f.remoteReady && len(f.dirty) == 0 && len(f.inflight) == 0 && len(f.diff) <= len(f.failed) {
-			f.done = true
-			f.log.Info("initial sync done", "entries", len(f.base), "took", time.Since(c.start), "conflicts", len(f.conflicts))
-			if f.changed {
-				save = append(save, f)
-			}
-		}
-		all = all && f.done
-	}
-	if all {
-		c.syncedOnce.Do(func() {
-			close(c.synced)
-		})
-	}
-	// Saved once synced is announced (a warm session that changed nothing
-	// writes nothing).
-	for _, f := range save {
-		c.save(f)
-	}
-	if all && !c.freed {
-		c.freed = true
-		// The initial transfer's buffers and queues are garbage now: give
-		// them back, so an idle `up` holds about its indexes.
-		debug.FreeOSMemory()
-	}
-	// Computing the status walks the differing paths: at most every 100 ms
-	// while busy (the save tick refreshes it when things are quiet).
-	if !all && !force && time.Since(c.statusAt) < 100*time.Millisecond {
-		return
-	}
-	c.statusAt = time.Now()
-	st := c.computeStatus()
-	c.mu.Lock()
-	c.status = st
-	c.mu.Unlock()
-}
-
-func (c *Client) computeStatus() Status {
-	st := Status{Synced: true}
-	select {
-	case <-c.synced:
-	default:
-		st.Synced = false
-	}
-	for _, f := range c.folders {
-		fs := FolderStatus{Local: f.f.Local, Remote: f.f.Remote}
-		extra := 0
-		for p := range f.diff {
-			if _, ok := f.base[p]; !ok {
-				extra++
-			}
-		}
-		fs.Files = len(f.base) + extra
-		fs.Pending = len(f.diff)
-		if !f.remoteReady {
-			fs.Pending = fs.Files // nothing is known to be in sync before the agent's index
-		}
-		if f.remoteReady && fs.Files > 0 {
-			fs.Percent = 100 * float64(fs.Files-fs.Pending) / float64(fs.Files)
-		} else if f.remoteReady {
-			fs.Percent = 100
-		}
-		fs.Conflicts = append([]Conflict(nil), f.conflicts...)
-		fs.Errors = append([]PathError(nil), f.errs...)
-		st.Folders = append(st.Folders, fs)
-	}
-	return st
 }
 
 func sameRules(a, b []ruleFile) bool {
@@ -1152,94 +895,4 @@ func descE(e Entry) string {
 		return fmt.Sprintf("f:%d:%x", e.Size, e.Hash)
 	}
 	return e.Kind.String()
-}
-
-// setBase records that both sides agreed on e at p.
-func (c *Client) setBase(f *cfolder, p string, e Entry) {
-	if same(f.base[p], e) && (e.Kind != KindNone) == hasKey(f.base, p) {
-		return
-	}
-	f.log.Debug("base set from an op", "path", p, "e", descE(e))
-	setEntry(f.base, p, e)
-	f.changed = true
-}
-
-func hasKey(m map[string]Entry, p string) bool { _, ok := m[p]; return ok }
-
-// pairRenames turns the removal of a file on one side and the creation of a file with the same
-// content (hash, size and executable bit) on the same side into one move on the other side, so a
-// renamed or moved file is not sent again. A folder's rename becomes one move per file (the
-// folders themselves are made and removed as usual). Which of several identical files pairs
-// with which does not matter: the content is the same. Empty files gain nothing and are left as
-// they are. A move that fails (the path changed meanwhile) puts its source in noRename: the
-// next round removes and sends as without pairing.
-func pairRenames(f *cfolder, plan []action) []action {
-	type content struct {
-		hash uint64
-		size int64
-		exec bool
-	}
-	key := func(e Entry) content { return content{e.Hash, e.Size, e.Exec} }
-	renamable := func(e Entry, p string) bool {
-		_, no := f.noRename[p]
-		return e.Kind == KindFile && e.Size > 0 && !no
-	}
-	var gone [2]map[content][]int // [0]: removed here (remote removals), [1]: removed there
-	for i, a := range plan {
-		side, e := -1, Entry{}
-		switch a.do {
-		case actRemoteRm:
-			side, e = 0, a.r
-		case actLocalRm:
-			side, e = 1, a.l
-		}
-		if side < 0 || !renamable(e, a.p) {
-			continue
-		}
-		if gone[side] == nil {
-			gone[side] = map[content][]int{}
-		}
-		gone[side][key(e)] = append(gone[side][key(e)], i)
-	}
-	if gone[0] == nil && gone[1] == nil {
-		return plan
-	}
-	drop := make([]bool, len(plan))
-	var moves []action
-	for i, a := range plan {
-		side, e := -1, Entry{}
-		switch {
-		case a.do == actPush && a.r.Kind == KindNone:
-			side, e = 0, a.l
-		case a.do == actPull && a.l.Kind == KindNone:
-			side, e = 1, a.r
-		}
-		if side < 0 || !renamable(e, a.p) {
-			continue
-		}
-		js := gone[side][key(e)]
-		if len(js) == 0 {
-			continue
-		}
-		j := js[0]
-		gone[side][key(e)] = js[1:]
-		drop[i], drop[j] = true, true
-		rm := plan[j]
-		if side == 0 {
-			moves = append(moves, action{do: actRemoteRename, p: rm.p, to: a.p, l: rm.l, r: rm.r})
-		} else {
-			moves = append(moves, action{do: actLocalRename, p: rm.p, to: a.p, l: rm.l, r: rm.r})
-		}
-		f.log.Debug("sync rename", "path", rm.p, "to", a.p, "remote", side == 0)
-	}
-	if len(moves) == 0 {
-		return plan
-	}
-	out := make([]action, 0, len(plan)-len(moves))
-	for i, a := range plan {
-		if !drop[i] {
-			out = append(out, a)
-		}
-	}
-	return append(out, moves...)
 }

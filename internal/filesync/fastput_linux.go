@@ -177,8 +177,9 @@ func (pf *putFile) commitFast() (Entry, error) {
 	if pf.n != pf.e.Size || pf.h.Sum64() != pf.e.Hash {
 		err = fmt.Errorf("%s: content changed while it was sent", pf.p)
 	}
-	mt := pf.e.MTime
-	if err == nil && mt != 0 {
+	// The receiver's time, not the sender's (see commit).
+	mt := t.now().UnixNano()
+	if err == nil {
 		ts := unix.NsecToTimespec(mt)
 		err = unix.UtimesNanoAt(ff.dirfd, ff.tmpBase, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 	}
@@ -212,7 +213,7 @@ func (pf *putFile) commitFast() (Entry, error) {
 		return cur, err
 	}
 	mt = st.Mtim.Nano()
-	e := Entry{Kind: KindFile, Exec: st.Mode&0o111 != 0, Size: st.Size, MTime: mt, Hash: pf.e.Hash,
+	e := Entry{Kind: KindFile, Exec: t.receivedExec(os.FileMode(st.Mode&0o777), pf.e.Exec), Size: st.Size, MTime: mt, Hash: pf.e.Hash,
 		racy: time.Now().UnixNano()-mt < racyWindow}
 	t.idx[pf.p] = e
 	return e, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -52,9 +53,14 @@ func checkPath(p string) error {
 
 // conflictName is the name a conflicting copy gets beside p: the side it
 // came from and when, before the extension, e.g.
-// src/a.conflict-remote-20261123-101500.go.
+// src/a.conflict-remote-20261123-101500.go. A conflict on a conflict copy
+// gets a name of the original's (another copy of it, never a copy of the
+// copy): names never grow with repeated conflicts.
 func conflictName(p, side string, t time.Time, n int) string {
 	dir, file := path.Split(p)
+	if f := conflictTag.ReplaceAllString(file, ""); f != "" {
+		file = f
+	}
 	ext := path.Ext(file)
 	if ext == file { // ".bashrc": no stem
 		ext = ""
@@ -66,6 +72,12 @@ func conflictName(p, side string, t time.Time, n int) string {
 	}
 	return dir + stem + tag + ext
 }
+
+// conflictTag matches the tag conflictName puts in a name.
+var conflictTag = regexp.MustCompile(`\.conflict-(local|remote)-[0-9]{8}-[0-9]{6}(-[0-9]+)?`)
+
+// isConflictCopy reports whether p's name is a conflict copy's.
+func isConflictCopy(p string) bool { return conflictTag.MatchString(path.Base(p)) }
 
 // isUnder reports whether q is p or below p.
 func isUnder(q, p string) bool {

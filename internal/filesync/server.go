@@ -336,11 +336,10 @@ func (s *server) rescanLocked(i int, paths []string) {
 		if errors.Is(err, errStopped) {
 			return // the session is ending
 		}
-		if err != nil {
-			t.log.Warn("rescan", "err", err)
-		}
+		s.scanErr(i, err)
 	} else {
 		changed, _ = t.scanPaths(paths)
+		s.scanErr(i, errors.Join(t.takeScanErrs()...))
 	}
 	if len(changed) == 0 {
 		return
@@ -357,6 +356,22 @@ func (s *server) rescanLocked(i int, paths []string) {
 		}
 	}
 	s.sendEntries(i, false, changed)
+}
+
+// scanErr reports to the client what a scan of folder i could not read
+// (kept as it was in the index, so nothing is deleted because of it).
+func (s *server) scanErr(i int, err error) {
+	if err == nil {
+		return
+	}
+	s.trees[i].log.Warn("scan", "err", err)
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		s.q.push(&noticeMsg{Folder: i, Text: "agent: " + e.Error()})
+	}
 }
 
 // sendEntries queues items in messages of bounded size.
@@ -569,9 +584,7 @@ func (s *server) startFolder(i int) {
 		}
 		return
 	}
-	if err != nil {
-		t.log.Warn("scan", "err", err)
-	}
+	s.scanErr(i, err)
 	snap := t.snapshot()
 	items := make([]item, 0, len(snap))
 	for p, e := range snap {

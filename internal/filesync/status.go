@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"time"
 )
 
@@ -29,6 +30,10 @@ type FolderStatus struct {
 	// them still differ or wait for a transfer.
 	Files   int `json:"files"`
 	Pending int `json:"pending"`
+	// Halted, when not empty, says why this folder's synchronization
+	// stopped before deleting anything (an emptied, replaced or missing
+	// root, or a mass deletion) and how to go on.
+	Halted string `json:"halted,omitempty"`
 	// Conflicts lists the conflicts resolved so far (both versions kept).
 	Conflicts []Conflict `json:"conflicts,omitempty"`
 	// Errors lists paths that could not be synchronized, most recent last.
@@ -102,4 +107,85 @@ func ServeStatus(ln net.Listener, user, password string, c *Client) error {
 		return nil
 	}
 	return err
+}
+
+// updateStatus publishes the engine's state and closes Synced once every
+// folder has caught up the first time.
+func (c *Client) updateStatus(force bool) {
+	all := true
+	var save []*cfolder
+	for _, f := range c.folders {
+		if !f.done && f.halt != "" {
+			// Halted: the engine does nothing more for it this session
+			// (Status says why); the others go on.
+			f.done = true
+		}
+		if !f.done && f.remoteReady && len(f.dirty) == 0 && len(f.inflight) == 0 && len(f.diff) <= len(f.failed) {
+			f.done = true
+			f.log.Info("initial sync done", "entries", len(f.base), "took", time.Since(c.start), "conflicts", len(f.conflicts))
+			if f.changed {
+				save = append(save, f)
+			}
+		}
+		all = all && f.done
+	}
+	if all {
+		c.syncedOnce.Do(func() {
+			close(c.synced)
+		})
+	}
+	// Saved once synced is announced (a warm session that changed nothing
+	// writes nothing).
+	for _, f := range save {
+		c.save(f)
+	}
+	if all && !c.freed {
+		c.freed = true
+		// The initial transfer's buffers and queues are garbage now: give
+		// them back, so an idle `up` holds about its indexes.
+		debug.FreeOSMemory()
+	}
+	// Computing the status walks the differing paths: at most every 100 ms
+	// while busy (the save tick refreshes it when things are quiet).
+	if !all && !force && time.Since(c.statusAt) < 100*time.Millisecond {
+		return
+	}
+	c.statusAt = time.Now()
+	st := c.computeStatus()
+	c.mu.Lock()
+	c.status = st
+	c.mu.Unlock()
+}
+
+func (c *Client) computeStatus() Status {
+	st := Status{Synced: true}
+	select {
+	case <-c.synced:
+	default:
+		st.Synced = false
+	}
+	for _, f := range c.folders {
+		fs := FolderStatus{Local: f.f.Local, Remote: f.f.Remote}
+		extra := 0
+		for p := range f.diff {
+			if _, ok := f.base[p]; !ok {
+				extra++
+			}
+		}
+		fs.Files = len(f.base) + extra
+		fs.Pending = len(f.diff)
+		if !f.remoteReady {
+			fs.Pending = fs.Files // nothing is known to be in sync before the agent's index
+		}
+		if f.remoteReady && fs.Files > 0 {
+			fs.Percent = 100 * float64(fs.Files-fs.Pending) / float64(fs.Files)
+		} else if f.remoteReady {
+			fs.Percent = 100
+		}
+		fs.Halted = f.halt
+		fs.Conflicts = append([]Conflict(nil), f.conflicts...)
+		fs.Errors = append([]PathError(nil), f.errs...)
+		st.Folders = append(st.Folders, fs)
+	}
+	return st
 }

@@ -196,5 +196,10 @@ func format(st dev.SyncStatus) string {
 	if errs > 0 {
 		s += fmt.Sprintf(", %d errors", errs)
 	}
+	for _, f := range st.Folders {
+		if f.Halted != "" {
+			s += fmt.Sprintf(", sync of %s halted: %s", f.Local, f.Halted)
+		}
+	}
 	return s
 }

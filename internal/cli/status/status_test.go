@@ -104,4 +104,11 @@ func TestFormat(t *testing.T) {
 	if got := format(st); got != "100.00%" {
 		t.Errorf("%q", got)
 	}
+	var h dev.SyncStatus
+	if err := json.Unmarshal([]byte(`{"connected":true,"percent":50,"folders":[{"local":"/src","halted":"the local folder /src is empty"}]}`), &h); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := format(h), "50.00%, sync of /src halted: the local folder /src is empty"; got != want {
+		t.Errorf("halted: %q, want %q", got, want)
+	}
 }

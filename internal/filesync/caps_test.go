@@ -1,0 +1,278 @@
+package filesync
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConflictNameNeverNests(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 15, 0, 0, time.UTC)
+	for _, c := range []struct{ p, want string }{
+		{"src/a.go", "src/a.conflict-remote-20261123-101500.go"},
+		{"src/a.conflict-local-20250101-000000.go", "src/a.conflict-remote-20261123-101500.go"},
+		{"src/a.conflict-remote-20250101-000000-3.go", "src/a.conflict-remote-20261123-101500.go"},
+		{".bashrc", ".bashrc.conflict-remote-20261123-101500"},
+		{".bashrc.conflict-local-20250101-000000", ".bashrc.conflict-remote-20261123-101500"},
+		{"Makefile", "Makefile.conflict-remote-20261123-101500"},
+	} {
+		if got := conflictName(c.p, "remote", at, 1); got != c.want {
+			t.Errorf("conflictName(%q) = %q, want %q", c.p, got, c.want)
+		}
+		if got := conflictName(c.p, "remote", at, 1); strings.Count(got, ".conflict-") != 1 || !isConflictCopy(got) {
+			t.Errorf("conflictName(%q) = %q: not exactly one tag", c.p, got)
+		}
+	}
+}
+
+func TestNameKey(t *testing.T) {
+	nfd, nfc := "cafe\u0301/Read.md", "caf\u00e9/Read.md"
+	for _, c := range []struct {
+		caps caps
+		a, b string
+		one  bool
+	}{
+		{caps{}, "Readme", "README", false},
+		{caps{foldCase: true}, "Readme", "README", true},
+		{caps{}, nfd, nfc, false},
+		{caps{foldNorm: true}, nfd, nfc, true},
+		{caps{foldNorm: true, foldCase: true}, nfd, strings.ToUpper(nfc), true},
+		{caps{foldNorm: true, foldCase: true}, "a", "b", false},
+	} {
+		if got := c.caps.nameKey(c.a) == c.caps.nameKey(c.b); got != c.one {
+			t.Errorf("%+v: %q and %q one name: %v, want %v", c.caps, c.a, c.b, got, c.one)
+		}
+	}
+}
+
+func TestLinkEscapes(t *testing.T) {
+	for _, c := range []struct {
+		p, target string
+		out       bool
+	}{
+		{"l", "a", false}, {"d/l", "../a", false}, {"d/e/l", "../../a", false}, {"l", ".", false}, {"d/l", "..", false},
+		{"l", "/etc/passwd", true}, {"l", "..", true}, {"l", "../x", true}, {"d/l", "../../x", true},
+		{"d/l", "x/../../../y", true}, {"l", "C:\\x", true},
+	} {
+		if got := linkEscapes(c.p, c.target); got != c.out {
+			t.Errorf("linkEscapes(%q, %q) = %v, want %v", c.p, c.target, got, c.out)
+		}
+	}
+}
+
+// A symlink made in the container that points outside the folder
+// (/etc/passwd, ~/.ssh) is not recreated here, and is reported; a link that
+// stays inside is synced. The same holds the other way.
+func TestSymlinkLeavingTheRootNotCreated(t *testing.T) {
+	p := newPair(t, ClientOptions{})
+	write(t, p.local, "sub/f", "x")
+	p.start(ClientOptions{})
+	defer p.stop()
+	synced(t, p)
+	must(t, os.Symlink("/etc/passwd", filepath.Join(p.remote, "pw")))
+	must(t, os.Symlink("../../../root/.ssh/id_ed25519", filepath.Join(p.remote, "sub", "key")))
+	must(t, os.Symlink("/root", filepath.Join(p.local, "home")))
+	must(t, os.Symlink("sub/f", filepath.Join(p.remote, "ok")))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if tg, err := os.Readlink(filepath.Join(p.local, "ok")); err == nil && tg == "sub/f" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("inside link not synced: %+v", p.c.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitError(t, p, "/etc/passwd", "leaves the synchronized folder")
+	waitError(t, p, "../../../root/.ssh/id_ed25519", "leaves the synchronized folder")
+	waitError(t, p, "/root", "leaves the synchronized folder")
+	for _, rel := range []string{"pw", "sub/key"} {
+		if _, err := os.Lstat(filepath.Join(p.local, rel)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was created locally: %v", rel, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(p.remote, "home")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("home was created remotely: %v", err)
+	}
+}
+
+// The applier refuses a link leaving the root whatever the peer asks.
+func TestTreeRefusesEscapingLink(t *testing.T) {
+	tr, err := openTree(t.TempDir(), false, testLogger(t))
+	must(t, err)
+	defer tr.close()
+	for _, tg := range []string{"/etc/passwd", "../x", "a/../../x"} {
+		if _, err := tr.symlink("l", tg, Entry{}); !errors.Is(err, errEscape) {
+			t.Errorf("symlink to %q: %v", tg, err)
+		}
+	}
+	if _, err := tr.symlink("l", "a/b", Entry{}); err != nil {
+		t.Errorf("inside link refused: %v", err)
+	}
+}
+
+// Received files get the receiver's clock, not the sender's mtime, on both
+// the fast path (a new file) and the portable one (a replacement).
+func TestReceivedFileGetsReceiversTime(t *testing.T) {
+	root := t.TempDir()
+	tr, err := openTree(root, false, testLogger(t))
+	must(t, err)
+	defer tr.close()
+	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	tr.now = func() time.Time { return at }
+	sent := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano() // the sender's (skewed) mtime
+	put := func(p string, content string, expect Entry) Entry {
+		e := Entry{Kind: KindFile, Size: int64(len(content)), Hash: newHasherSum([]byte(content)), MTime: sent}
+		pf, err := tr.beginPut(p, e, expect)
+		must(t, err)
+		must(t, pf.write([]byte(content)))
+		got, err := pf.commit()
+		must(t, err)
+		return got
+	}
+	first := put("a", "one", Entry{})
+	second := put("a", "two", first)
+	for _, e := range []Entry{first, second} {
+		if e.MTime != at.UnixNano() {
+			t.Errorf("index mtime %v, want the receiver's %v", time.Unix(0, e.MTime).UTC(), at)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(root, "a"))
+	must(t, err)
+	if !fi.ModTime().Equal(at) {
+		t.Fatalf("file mtime %v, want the receiver's %v", fi.ModTime().UTC(), at)
+	}
+}
+
+// mountExFAT mounts a fresh exFAT image (FUSE) and returns its folder,
+// unmounted in cleanup. Without FUSE in the kernel the test is skipped;
+// with it, missing tools or a failing mount fail under CI=true (.ci/run
+// installs them) and skip elsewhere.
+func mountExFAT(t *testing.T) string {
+	t.Helper()
+	unavailable := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no FUSE here (%v): exFAT test skipped", err)
+	}
+	for _, tool := range []string{"mkfs.exfat", "mount.exfat-fuse", "fusermount", "losetup"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			unavailable("%s not installed (apt-get install exfat-fuse exfatprogs fuse): %v", tool, err)
+		}
+	}
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "img"), filepath.Join(dir, "mnt")
+	must(t, os.Mkdir(mnt, 0o755))
+	must(t, os.WriteFile(img, nil, 0o600))
+	must(t, os.Truncate(img, 64<<20))
+	if out, err := exec.Command("mkfs.exfat", img).CombinedOutput(); err != nil {
+		unavailable("mkfs.exfat: %v\n%s", err, out)
+	}
+	// As root, exfat-fuse wants a block device: a loop device over the image.
+	out, err := exec.Command("losetup", "-f", "--show", img).CombinedOutput()
+	if err != nil {
+		unavailable("losetup: %v\n%s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Errorf("detaching %s: %v\n%s", dev, err, out)
+		}
+	})
+	if out, err := exec.Command("mount.exfat-fuse", dev, mnt).CombinedOutput(); err != nil {
+		unavailable("mount.exfat-fuse: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("fusermount", "-u", mnt).CombinedOutput(); err != nil {
+			t.Errorf("unmounting %s: %v\n%s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+// A local folder on exFAT (no exec bits, case-insensitive): exec bits made
+// in the container are neither lost nor flipped there, no conflict copy is
+// ever made, and two names that differ only in case are reported once, one
+// of them kept.
+func TestExFATNoExecNoCaseNoConflictLoop(t *testing.T) {
+	mnt := mountExFAT(t)
+	tr, err := openTree(mnt, false, testLogger(t))
+	must(t, err)
+	if tr.caps.exec || !tr.caps.foldCase || tr.caps.foldNorm {
+		t.Errorf("exFAT probed as %+v, want no exec bits and case-insensitive", tr.caps)
+	}
+	tr.close()
+
+	base := t.TempDir()
+	p := &pair{t: t, local: filepath.Join(mnt, "local"), remote: filepath.Join(base, "remote"),
+		clientDir: filepath.Join(base, "cstate"), serverDir: filepath.Join(base, "sstate")}
+	must(t, os.MkdirAll(p.local, 0o755))
+	must(t, os.MkdirAll(p.remote, 0o755))
+	write(t, p.remote, "a.txt", "plain")
+	write(t, p.remote, "run.sh", "#!/bin/sh\n")
+	must(t, os.Chmod(filepath.Join(p.remote, "run.sh"), 0o755))
+	write(t, p.remote, "Readme", "one")
+	write(t, p.remote, "README", "two")
+	p.start(ClientOptions{})
+	defer p.stop()
+	select {
+	case <-p.c.Synced():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("not synced: %+v", p.c.Status())
+	}
+	waitError(t, p, "differs only in case or Unicode form")
+
+	// Edits on the exFAT side go up with the container's exec bits as they were.
+	write(t, p.local, "a.txt", "plain edited")
+	write(t, p.local, "run.sh", "#!/bin/sh\necho edited\n")
+	write(t, p.remote, "b.txt", "after")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, _ := os.ReadFile(filepath.Join(p.remote, "a.txt"))
+		r, _ := os.ReadFile(filepath.Join(p.remote, "run.sh"))
+		_, berr := os.Stat(filepath.Join(p.local, "b.txt"))
+		st := p.c.Status().Folders[0]
+		if string(a) == "plain edited" && strings.Contains(string(r), "edited") && berr == nil && st.Pending <= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edits not synced: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for rel, want := range map[string]bool{"a.txt": false, "run.sh": true} {
+		fi, err := os.Stat(filepath.Join(p.remote, rel))
+		must(t, err)
+		if got := fi.Mode()&0o100 != 0; got != want {
+			t.Errorf("remote %s exec bit %v, want %v (flipped by the exFAT side)", rel, got, want)
+		}
+	}
+	st := p.c.Status().Folders[0]
+	if len(st.Conflicts) != 0 {
+		t.Errorf("conflicts on exFAT: %+v", st.Conflicts)
+	}
+	n := 0
+	for _, e := range st.Errors {
+		if strings.Contains(e.Err, "differs only in case") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("case clash reported %d times, want once: %+v", n, st.Errors)
+	}
+	for _, root := range []string{p.local, p.remote} {
+		m, _ := filepath.Glob(filepath.Join(root, "*.conflict-*"))
+		if len(m) != 0 {
+			t.Errorf("conflict copies in %s: %v", root, m)
+		}
+	}
+}
