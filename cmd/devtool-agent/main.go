@@ -18,6 +18,7 @@ import (
 
 	"github.com/devtool/devtool/internal/agent"
 	"github.com/devtool/devtool/internal/buildinfo"
+	"github.com/devtool/devtool/internal/logfile"
 )
 
 func main() {
@@ -83,7 +84,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(*logFile), 0o700); err != nil {
 		return err
 	}
-	lf, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// Rotated at a size cap (doctor reads its end), never opened through a link.
+	lf, err := logfile.Open(*logFile, logfile.DefaultMax)
 	if err != nil {
 		return err
 	}

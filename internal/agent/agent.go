@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/devtool/devtool/internal/atomicfile"
 )
 
 // SyncSubsystem is the name of the subsystem handed to Config.Sync.
@@ -301,28 +303,14 @@ func loadOrCreateEd25519(path, comment string) (ssh.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".key-*")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return nil, err
-	}
-	if _, err := tmp.Write(pem.EncodeToMemory(block)); err != nil {
-		tmp.Close()
-		return nil, err
-	}
-	if err := tmp.Close(); err != nil {
-		return nil, err
-	}
-	// Link, not rename: a key created meanwhile by another process wins.
-	if err := os.Link(tmp.Name(), path); err != nil {
+	// Link, not rename: a key created meanwhile by another process wins. A file system without
+	// hard links gets the key by rename.
+	keyPEM := pem.EncodeToMemory(block)
+	if err := atomicfile.WriteNew(path, keyPEM, 0o600); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return loadOrCreateEd25519(path, comment)
 		}
-		if err := os.Rename(tmp.Name(), path); err != nil {
+		if err := atomicfile.Write(path, keyPEM, 0o600); err != nil {
 			return nil, err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/devtool/devtool/internal/atomicfile"
 	"github.com/devtool/devtool/internal/safefile"
 )
 
@@ -295,46 +296,8 @@ func WriteFileAtomic(path string, data []byte) error {
 	return writeAtomic(path, data, nil)
 }
 
-// writeAtomic replaces path with data (0600): a temporary file in the same folder is written and
-// synced, renamed over path, and the folder synced. On any failure path is left as it was.
-func writeAtomic(path string, data []byte, beforeRename func(string) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmpName := tmp.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmpName)
-		}
-	}()
-	if err = tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err = tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if beforeRename != nil {
-		if err = beforeRename(tmpName); err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
-	}
-	if err = os.Rename(tmpName, path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync() // the rename is durable once the folder is synced; best effort
-		d.Close()
-	}
-	return nil
+// writeAtomic replaces path with data (0600) through atomicfile (temporary file synced, renamed
+// over path, folder synced). On any failure path is left as it was.
+func writeAtomic(path string, data []byte, beforeRename func(string) error) error {
+	return atomicfile.WriteChecked(path, data, 0o600, beforeRename)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/devtool/devtool/internal/kube"
 	"github.com/devtool/devtool/internal/manifest"
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // DoctorOptions are the inputs of WriteDoctor.
@@ -135,12 +136,32 @@ func WriteDoctor(ctx context.Context, w io.Writer, o DoctorOptions) error {
 	return z.Close()
 }
 
+// maxLogTail is how much of the end of up's log the report holds (the log is rotated at
+// logfile.DefaultMax): only that much is read, whatever the file's size.
+const maxLogTail = 4 << 20
+
+// logTail is the end of a log (at most maxLogTail bytes, from its first whole line), saying
+// when the start was left out; safefile.Tail never follows a link nor blocks.
+func logTail(path string) (string, error) {
+	b, cut, err := safefile.Tail(path, maxLogTail)
+	if err != nil {
+		return "", err
+	}
+	if !cut {
+		return string(b), nil
+	}
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	return fmt.Sprintf("(the last %s of %s)\n%s", safefile.FormatSize(maxLogTail), path, b), nil
+}
+
 func readOr(path string) string {
-	b, err := os.ReadFile(path)
+	s, err := logTail(path)
 	if err != nil {
 		return fmt.Sprintf("(not available: %v)\n", err)
 	}
-	return string(b)
+	return s
 }
 
 // SyncLogComponent is the slog attribute both sides give the sync engine's lines: the agent
@@ -163,14 +184,14 @@ func syncLines(log string) string {
 // sync state (the persisted indexes: names, sizes and times, not their content).
 func localSyncLog(s *StateDir) string {
 	var b strings.Builder
-	log, err := os.ReadFile(s.LogFile())
+	log, err := logTail(s.LogFile())
 	switch {
 	case err != nil:
 		fmt.Fprintf(&b, "(no log: %v)\n", err)
-	case syncLines(string(log)) == "":
+	case syncLines(log) == "":
 		fmt.Fprintf(&b, "(no sync line in %s)\n", s.LogFile())
 	default:
-		fmt.Fprintf(&b, "==> sync lines of %s <==\n%s", s.LogFile(), syncLines(string(log)))
+		fmt.Fprintf(&b, "==> sync lines of %s <==\n%s", s.LogFile(), syncLines(log))
 	}
 	fmt.Fprintf(&b, "==> %s <==\n", s.SyncDir())
 	ents, err := os.ReadDir(s.SyncDir())
@@ -268,18 +289,45 @@ func remoteLogs(ctx context.Context, ex Executor, ns string, pods []corev1.Pod, 
 		if err != nil {
 			continue
 		}
-		var out, errb bytes.Buffer
+		// The script prints the last MiB of the agent's log with tail; without tail the whole log
+		// (rotated by the agent at logfile.DefaultMax). Either way the output kept is capped.
+		out, errb := &capped{max: maxRemoteOutput}, &capped{max: 64 << 10}
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		err = ex.Exec(cctx, kube.ExecOptions{Namespace: ns, Pod: p.Name, Container: p.Spec.Containers[idx].Name,
-			Command: []string{"sh", "-c", remoteLogsScript(Home)}, Stdout: &out, Stderr: &errb})
+			Command: []string{"sh", "-c", remoteLogsScript(Home)}, Stdout: out, Stderr: errb})
 		cancel()
 		if err != nil {
 			msg := fmt.Sprintf("(cannot read the agent's files in %s: %v%s)\n", p.Name, err, stderrSuffix(errb.String()))
 			return msg, msg
 		}
-		return splitRemoteLogs(p.Name, Home, out.String())
+		agentLog, syncLog = splitRemoteLogs(p.Name, Home, out.String())
+		if out.dropped > 0 {
+			agentLog += fmt.Sprintf("\n(%d more bytes left out: the report keeps %s of the agent's files)\n", out.dropped, safefile.FormatSize(maxRemoteOutput))
+		}
+		return agentLog, syncLog
 	}
 	return "(no running dev pod)\n", "(no running dev pod)\n"
+}
+
+// maxRemoteOutput caps what doctor keeps of the agent's side: the agent's log (rotated at
+// logfile.DefaultMax) and the sync state's listing.
+const maxRemoteOutput = 12 << 20
+
+// capped keeps the first max bytes written to it and counts the rest.
+type capped struct {
+	bytes.Buffer
+	max     int
+	dropped int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := c.max - c.Len(); room < len(p) {
+		c.dropped += int64(len(p) - max(room, 0))
+		p = p[:max(room, 0)]
+	}
+	c.Buffer.Write(p)
+	return n, nil
 }
 
 func splitRemoteLogs(pod, home, out string) (agentLog, syncLog string) {

@@ -6,11 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/devtool/devtool/internal/atomicfile"
+	"github.com/devtool/devtool/internal/errs"
+	"github.com/devtool/devtool/internal/logfile"
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // StateDir is the local state of one dev container of one folder:
@@ -32,16 +39,137 @@ func StateDirPath(home, manifestDir, devName string) string {
 	return filepath.Join(home, ".devtool", "dev", hex.EncodeToString(sum[:])[:16], devName)
 }
 
-// OpenStateDir creates (0700) and returns the state folder.
+// OpenStateDir creates (0700) and returns the state folder after checking it (Check). The
+// folders devtool makes under home/.devtool (dev, the folder's hash, the dev name) must be real
+// folders: a symbolic link among them is refused, never followed (nor chmodded through).
 func OpenStateDir(home, manifestDir, devName string) (*StateDir, error) {
 	p := StateDirPath(home, manifestDir, devName)
+	base := filepath.Join(home, ".devtool")
+	// Before MkdirAll, which would follow a link and create folders at its target.
+	for _, d := range []string{filepath.Join(base, "dev"), filepath.Dir(p), p} {
+		if err := ownFolder(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(p, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the dev state folder: %w", err)
 	}
-	if err := os.Chmod(p, 0o700); err != nil {
+	if err := restrict(p); err != nil {
 		return nil, err
 	}
-	return &StateDir{Path: p}, nil
+	s := &StateDir{Path: p}
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ownFolder checks that dir is a folder and no symbolic link.
+func ownFolder(dir string) error {
+	fi, err := os.Lstat(dir)
+	switch {
+	case err != nil:
+		return err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return errs.WithHint(fmt.Errorf("%s is a symbolic link: devtool keeps the dev containers' state (keys, credentials) only in folders it makes itself", dir),
+			"remove the link; the next 'devtool up' makes the folder")
+	case !fi.IsDir():
+		return errs.WithHint(fmt.Errorf("%s is not a folder", dir), "remove it; the next 'devtool up' makes the folder")
+	}
+	return nil
+}
+
+// restrict gives the state folder mode 0700 through a handle on the folder checked to be no
+// link, so a link swapped in meanwhile is never followed into a chmod of its target.
+func restrict(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil // no modes; the folder is in the user's profile
+	}
+	before, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if before.Mode().Perm() == 0o700 {
+		return nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	now, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !before.IsDir() || !os.SameFile(before, now) {
+		return ownFolder(dir)
+	}
+	if err := f.Chmod(0o700); err != nil {
+		return fmt.Errorf("restricting %s to its owner: %w", dir, err)
+	}
+	return nil
+}
+
+// Check refuses a state folder whose files are not what devtool writes there: each of the state,
+// status, pid, log, key and known_hosts files, when present, must be a regular file (not a FIFO, a
+// device, a folder or a symbolic link), and so must the sync state's files. The error names the
+// file; nothing is opened, so a FIFO or a device never blocks.
+func (s *StateDir) Check() error {
+	for _, p := range []string{s.StateFile(), s.StatusFile(), s.PIDFile(), s.LogFile(), s.LogFile() + ".1",
+		s.KeyFile(), s.HostKeyFile(), s.KnownHostsFile()} {
+		if err := ownFile(p); err != nil {
+			return err
+		}
+	}
+	if err := ownFolder(s.SyncDir()); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	ents, err := os.ReadDir(s.SyncDir())
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := ownFile(filepath.Join(s.SyncDir(), e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ownFile checks that p, when it exists, is a regular file and no symbolic link.
+func ownFile(p string) error {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var what string
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		return nil
+	case m&fs.ModeSymlink != 0:
+		what = "a symbolic link"
+	case m.IsDir():
+		what = "a folder"
+	case m&fs.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case m&fs.ModeSocket != 0:
+		what = "a socket"
+	case m&fs.ModeDevice != 0:
+		what = "a device"
+	default:
+		what = "not a regular file"
+	}
+	return stateFileError(fmt.Errorf("%s is %s, not a file devtool wrote", p, what), p)
+}
+
+func stateFileError(err error, p string) error {
+	return errs.WithHint(err, "remove "+p+": devtool writes its own files in its state folder and makes them again")
 }
 
 // Files of the state folder.
@@ -68,15 +196,15 @@ func (e *HeldError) Error() string {
 // then holds our pid. The kernel drops the lock when a process dies, even by SIGKILL, so a
 // stale pid file is taken over. A held lock returns a *HeldError naming the holder.
 func (s *StateDir) Lock() error {
-	f, err := os.OpenFile(s.PIDFile(), os.O_RDWR|os.O_CREATE, 0o600)
+	// Never through a symbolic link (its target would be truncated), never blocking.
+	f, err := safefile.OpenFileNoFollow(s.PIDFile(), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("opening the pid file: %w", err)
+		return stateFileError(fmt.Errorf("opening the pid file: %w", err), s.PIDFile())
 	}
 	if err := tryLock(f); err != nil {
-		b, _ := os.ReadFile(s.PIDFile())
+		pid := readPID(f)
 		f.Close()
 		if errors.Is(err, errLocked) {
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 			return &HeldError{PID: pid, Dir: s.Path}
 		}
 		return fmt.Errorf("locking the pid file: %w", err)
@@ -104,7 +232,7 @@ func (s *StateDir) Unlock() {
 
 // Holder returns the pid of the `up` holding the dev container, 0 when none.
 func (s *StateDir) Holder() int {
-	f, err := os.Open(s.PIDFile())
+	f, err := safefile.OpenNoFollow(s.PIDFile())
 	if err != nil {
 		return 0
 	}
@@ -112,8 +240,14 @@ func (s *StateDir) Holder() int {
 	if !isLocked(f) {
 		return 0
 	}
-	b, _ := os.ReadFile(s.PIDFile())
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return readPID(f)
+}
+
+// readPID reads the pid in the open pid file (a few bytes at most).
+func readPID(f *os.File) int {
+	b := make([]byte, 32)
+	n, _ := f.ReadAt(b, 0)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 	return pid
 }
 
@@ -135,17 +269,32 @@ func (s *StateDir) WriteState(r StateRecord) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(s.StateFile(), append(b, '\n'), 0o600)
+	return atomicfile.Write(s.StateFile(), append(b, '\n'), 0o600)
 }
 
 // ReadState reads the state file.
 func (s *StateDir) ReadState() (StateRecord, error) {
 	var r StateRecord
-	b, err := os.ReadFile(s.StateFile())
+	return r, readJSON(s.StateFile(), &r)
+}
+
+// maxStateFile caps the state and status files: a few hundred bytes each.
+const maxStateFile = 1 << 20
+
+// readJSON reads one of the state folder's JSON files (no link followed, never blocking, capped).
+// Errors name the file; a broken one says how to recover.
+func readJSON(p string, v any) error {
+	b, err := safefile.ReadNoFollow(p, maxStateFile)
 	if err != nil {
-		return r, err
+		if errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return stateFileError(err, p)
 	}
-	return r, json.Unmarshal(b, &r)
+	if err := json.Unmarshal(b, v); err != nil {
+		return stateFileError(fmt.Errorf("%s is broken (%v)", p, err), p)
+	}
+	return nil
 }
 
 // StatusService is where the local sync status service listens and its credentials.
@@ -161,35 +310,20 @@ func (s *StateDir) WriteStatusService(st StatusService) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(s.StatusFile(), append(b, '\n'), 0o600)
+	return atomicfile.Write(s.StatusFile(), append(b, '\n'), 0o600)
 }
 
 // ReadStatusService reads what WriteStatusService saved.
 func (s *StateDir) ReadStatusService() (StatusService, error) {
 	var st StatusService
-	b, err := os.ReadFile(s.StatusFile())
-	if err != nil {
-		return st, err
-	}
-	return st, json.Unmarshal(b, &st)
+	return st, readJSON(s.StatusFile(), &st)
 }
 
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+// OpenLog opens up's log (devtool.log) for appending, rotated at logfile.DefaultMax.
+func (s *StateDir) OpenLog() (*logfile.File, error) {
+	l, err := logfile.Open(s.LogFile(), logfile.DefaultMax)
 	if err != nil {
-		return err
+		return nil, stateFileError(err, s.LogFile())
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return l, nil
 }

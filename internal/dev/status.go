@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // SyncStatus is the local sync service's answer (filesync.StatusHandler), decoded by field
@@ -56,16 +58,24 @@ func FetchStatus(ctx context.Context, st StatusService) (SyncStatus, error) {
 	if resp.StatusCode != http.StatusOK {
 		return s, fmt.Errorf("the sync service at %s answered %s", st.Addr, resp.Status)
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	// The answer is a few KiB; a service that sends without end is cut off at the cap.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxStatusAnswer+1))
 	if err != nil {
-		return s, fmt.Errorf("reading the sync service's answer: %w", err)
+		return s, fmt.Errorf("reading the answer of the sync service at %s: %w", st.Addr, err)
 	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return s, fmt.Errorf("the sync service's answer: %w", err)
+	if len(b) > maxStatusAnswer {
+		return s, fmt.Errorf("the sync service at %s answered more than %s: not a devtool sync service?", st.Addr, safefile.FormatSize(maxStatusAnswer))
 	}
-	s.Raw = raw
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("the sync service at %s answered no sync status: %w", st.Addr, err)
+	}
+	s.Raw = b
 	return s, nil
 }
+
+// maxStatusAnswer caps the sync service's answer: its JSON lists conflicts and errors per folder,
+// a few KiB, far below this even with thousands of them.
+const maxStatusAnswer = 8 << 20
 
 // NewCredential is a random user or password for the local sync service.
 func NewCredential(n int) string {

@@ -18,17 +18,16 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/devtool/devtool/internal/atomicfile"
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // LoadOrCreateKey reads the ed25519 private key at path, creating it (file 0600,
 // folder 0700) when it does not exist. A key file readable by others is refused.
 func LoadOrCreateKey(path string) (ssh.Signer, error) {
-	data, err := os.ReadFile(path)
+	data, fi, err := readKey(path)
 	if err == nil {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return nil, err
-		}
 		if fi.Mode().Perm()&0o077 != 0 {
 			return nil, fmt.Errorf("%s: private key is accessible by others (mode %04o); run chmod 600 %s", path, fi.Mode().Perm(), path)
 		}
@@ -52,7 +51,7 @@ func LoadOrCreateKey(path string) (ssh.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeExclusive(path, pem.EncodeToMemory(block)); err != nil {
+	if err := atomicfile.WriteNew(path, pem.EncodeToMemory(block), 0o600); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return LoadOrCreateKey(path)
 		}
@@ -61,27 +60,23 @@ func LoadOrCreateKey(path string) (ssh.Signer, error) {
 	return ssh.NewSignerFromKey(priv)
 }
 
-// writeExclusive writes data to a new file at path (0600) through a temporary file
-// linked into place, so no reader ever sees a partial file; fs.ErrExist when path
-// already exists.
-func writeExclusive(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+// maxKeyFile caps a private key or known_hosts file: an ed25519 key takes about 400 bytes.
+const maxKeyFile = 64 << 10
+
+// readKey reads a key file of the state folder with safefile: never through a symbolic link,
+// never blocking on a FIFO or a device, capped.
+func readKey(path string) ([]byte, fs.FileInfo, error) {
+	f, err := safefile.OpenNoFollow(path)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Link(tmp.Name(), path)
+	data, err := safefile.ReadAll(f, path, maxKeyFile)
+	return data, fi, err
 }
 
 // HostKeyChangedError says the agent presented another host key than the pinned one.
@@ -104,13 +99,13 @@ func pinHostKey(file string) ssh.HostKeyCallback {
 		if file == "" {
 			return errors.New("devssh: no known_hosts file configured")
 		}
-		data, err := os.ReadFile(file)
+		data, _, err := readKey(file)
 		if errors.Is(err, fs.ErrNotExist) {
 			if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 				return err
 			}
 			line := knownhosts.Line([]string{hostAlias}, key) + "\n"
-			err := writeExclusive(file, []byte(line))
+			err := atomicfile.WriteNew(file, []byte(line), 0o600)
 			if errors.Is(err, fs.ErrExist) {
 				return pinHostKey(file)("", nil, key)
 			}
@@ -151,23 +146,7 @@ func Pin(file string, key ssh.PublicKey) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.WriteString(knownhosts.Line([]string{hostAlias}, key) + "\n"); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
+	return atomicfile.Write(file, []byte(knownhosts.Line([]string{hostAlias}, key)+"\n"), 0o600)
 }
 
 // MarshalKey is the OpenSSH PEM text of a private key LoadOrCreateKey reads (for installing
@@ -176,5 +155,6 @@ func MarshalKey(path string) ([]byte, error) {
 	if _, err := LoadOrCreateKey(path); err != nil {
 		return nil, err
 	}
-	return os.ReadFile(path)
+	data, _, err := readKey(path)
+	return data, err
 }

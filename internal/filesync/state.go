@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/devtool/devtool/internal/atomicfile"
 )
 
 // indexMagic starts an index file; indexMagicV1 is the older layout without
@@ -57,22 +59,7 @@ func saveIndex(file, root, id string, maps ...map[string]Entry) error {
 // folder (one ending while the next starts) never write the same
 // temporary file.
 func writeFileAtomic(file string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, file)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
+	return atomicfile.Write(file, b, 0o600)
 }
 
 // loadIndex reads what saveIndex wrote (maps and state ID). A missing file

@@ -25,8 +25,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/devtool/devtool/internal/atomicfile"
 	"github.com/devtool/devtool/internal/labels"
 )
 
@@ -215,24 +214,8 @@ func (p *Proxy) WriteKubeconfig(path, namespace string) error {
 	if err != nil {
 		return fmt.Errorf("encoding the proxy kubeconfig: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".kubeconfig-*")
-	if err != nil {
-		return fmt.Errorf("writing the proxy kubeconfig: %w", err)
-	}
-	defer os.Remove(f.Name()) // no-op once renamed
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return fmt.Errorf("writing the proxy kubeconfig: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("writing the proxy kubeconfig: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing the proxy kubeconfig: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("writing the proxy kubeconfig: %w", err)
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
+		return fmt.Errorf("the proxy kubeconfig: %w", err)
 	}
 	return nil
 }

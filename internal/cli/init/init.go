@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/devtool/devtool/internal/atomicfile"
 	"github.com/devtool/devtool/internal/cli/context/prompt"
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/deploy"
@@ -240,27 +241,11 @@ func (m *out) marshal() ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
-// writeFile writes atomically: a temporary file in the same folder, then a rename.
+// writeFile writes atomically (atomicfile.Write).
 func writeFile(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".devtool-init-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, 0o644)
 }

@@ -95,6 +95,9 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	sd := &dev.StateDir{Path: dev.StateDirPath(home, p.Dir, d.Name)}
+	if err := sd.Check(); err != nil {
+		return err
+	}
 	svc, err := sd.ReadStatusService()
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && sd.Holder() == 0) {
 		return cmdutil.WithHint(fmt.Errorf("no 'devtool up' is running for dev container %s in this folder", d.Name), "start it with 'devtool up "+d.Name+"'")

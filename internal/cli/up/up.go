@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -158,7 +157,8 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 			sd.Unlock()
 		}
 	}()
-	logf, err := os.OpenFile(sd.LogFile(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	// Rotated at a size cap, never opened through a link, never blocking on a FIFO.
+	logf, err := sd.OpenLog()
 	if err != nil {
 		return nil, err
 	}
