@@ -86,9 +86,20 @@ type Store struct {
 	// Dir is the devtool folder, <home>/.devtool.
 	Dir string
 
+	// Notice receives what the store did that the user did not ask for: a folder or file whose
+	// permissions it changed (say, 0755 to 0700, since it holds tokens). nil drops them; commands
+	// print them.
+	Notice func(string)
+
 	// beforeRename, when set (tests only), runs after the temporary file is written and before it
 	// replaces the store; an error aborts the write.
 	beforeRename func(tmp string) error
+}
+
+func (s *Store) notice(format string, args ...any) {
+	if s.Notice != nil {
+		s.Notice(fmt.Sprintf(format, args...))
+	}
 }
 
 // NewStore returns the store of home (the folder holding .devtool).
@@ -131,10 +142,10 @@ func (s *Store) Load() (*Config, error) {
 // When fn returns an error nothing is written.
 func (s *Store) Update(fn func(*Config) error) error {
 	dir := filepath.Dir(s.Path())
-	if err := ensureDir(s.Dir); err != nil {
+	if err := s.ensureDir(s.Dir); err != nil {
 		return err
 	}
-	if err := ensureDir(dir); err != nil {
+	if err := s.ensureDir(dir); err != nil {
 		return err
 	}
 	unlock, err := lockFile(s.lockPath())
@@ -153,7 +164,7 @@ func (s *Store) Update(fn func(*Config) error) error {
 	if err != nil {
 		return fmt.Errorf("encoding the context store: %w", err)
 	}
-	return writeAtomic(s.Path(), append(data, '\n'), s.beforeRename)
+	return s.writeAtomic(s.Path(), append(data, '\n'))
 }
 
 func readConfig(path string) (*Config, error) {
@@ -233,8 +244,9 @@ func position(data []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// ensureDir creates dir (0700) when missing. An existing folder is tightened to 0700: it holds tokens.
-func ensureDir(dir string) error {
+// ensureDir creates dir (0700) when missing. An existing folder is tightened to 0700 (it holds
+// tokens), and Notice says so.
+func (s *Store) ensureDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
@@ -252,6 +264,7 @@ func ensureDir(dir string) error {
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return fmt.Errorf("restricting %s to its owner: %w", dir, err)
 		}
+		s.notice("restricted %s to its owner (mode %04o, was %04o): it holds the contexts' tokens", dir, 0o700, fi.Mode().Perm())
 	}
 	return nil
 }
@@ -281,8 +294,17 @@ func outsideHome(dir string) error {
 }
 
 // writeAtomic replaces path with data (0600): a temporary file in the same folder is written and
-// synced, renamed over path, and the folder synced. On any failure path is left as it was.
-func writeAtomic(path string, data []byte, beforeRename func(string) error) (err error) {
+// synced, renamed over path, and the folder synced. On any failure path is left as it was. When
+// the file it replaces had another mode, Notice says so.
+func (s *Store) writeAtomic(path string, data []byte) (err error) {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm() != 0o600 {
+		defer func() {
+			if err == nil {
+				s.notice("%s is now readable by its owner only (mode 0600, was %04o), as devtool writes every file of its folder", path, fi.Mode().Perm())
+			}
+		}()
+	}
+	beforeRename := s.beforeRename
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {

@@ -102,10 +102,8 @@ func Load(o Options) (*Environment, error) {
 	if m.Inferred { // --file named a Compose file
 		return loadCompose(o, m.File)
 	}
-	if !o.AllowOutside {
-		if err := CheckBuildPaths(m.Dir, m.Build); err != nil {
-			return nil, err
-		}
+	if err := CheckBuildPaths(m.Dir, m.Build, o.AllowOutside); err != nil {
+		return nil, err
 	}
 	return &Environment{Name: Name(o.Name, m.Name, m.Dir), Dir: m.Dir, File: m.File, Manifest: m, Warnings: m.Warnings}, nil
 }
@@ -148,19 +146,17 @@ func loadCompose(o Options, paths ...string) (*Environment, error) {
 	m := &manifest.Manifest{File: ce.File, Dir: ce.Dir, Inferred: true, Name: ce.Project.Name, Raw: ce.Raw,
 		Deploy: manifest.Deploy{Compose: []manifest.ComposeFile{{File: ce.File, Merge: ce.Files[1:]}}}}
 	m.Build = BuildSections(ce.Project)
-	if !o.AllowOutside {
-		if err := CheckBuildPaths(ce.Dir, m.Build); err != nil {
-			return nil, err
-		}
+	if err := CheckBuildPaths(ce.Dir, m.Build, o.AllowOutside); err != nil {
+		return nil, err
 	}
 	return &Environment{Name: ce.Name, Dir: ce.Dir, File: ce.File, Manifest: m, Compose: ce, Warnings: ce.Project.Warnings}, nil
 }
 
 // CheckBuildPaths refuses the build contexts, Dockerfiles and build secrets that lie outside the
 // project folder dir (symlinks followed; see internal/projectpath), before anything is hashed or
-// sent to a builder. A remote context (a git or http URL) is not a path. Callers skip it when the
-// user passed --allow-outside-volumes; the filesystem root is refused even then.
-func CheckBuildPaths(dir string, builds []*manifest.BuildService) error {
+// sent to a builder. A remote context (a git or http URL) is not a path. allowOutside is the
+// user's --allow-outside-volumes; a context that is the filesystem root is refused even then.
+func CheckBuildPaths(dir string, builds []*manifest.BuildService, allowOutside bool) error {
 	for _, b := range builds {
 		if b.Build == nil {
 			continue
@@ -172,6 +168,9 @@ func CheckBuildPaths(dir string, builds []*manifest.BuildService) error {
 		}
 		if filepath.Dir(ctx) == ctx {
 			return fmt.Errorf("%s: the build context is the filesystem root %s: a build sends its whole context to the builder; name the project's folder", where, ctx)
+		}
+		if allowOutside {
+			continue
 		}
 		if err := projectpath.Check(dir, ctx); err != nil {
 			return fmt.Errorf("%s: build context %w: a build sends it to the builder; %s", where, err, projectpath.Hint)
