@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
@@ -45,6 +46,9 @@ func run() (code int) {
 	logger := slog.New(slog.NewTextHandler(ios.ErrOut, &slog.HandlerOptions{Level: level}))
 	// client-go logs through klog: route it through the same logger, at --loglevel.
 	klog.SetSlogLogger(logger)
+	// compose-go logs through logrus (its dotenv parser warns about unset variables there): route
+	// it through the same logger, so no line reaches the terminal in another format.
+	routeLogrus(logger)
 	wd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintf(ios.ErrOut, "Error: cannot read the working directory: %v\n", err)
@@ -56,6 +60,32 @@ func run() (code int) {
 	cmd := root.NewCmd(f, level)
 	err = root.Execute(ctx, cmd)
 	return report(ios.ErrOut, cmd, err, ctx.Err() != nil)
+}
+
+// routeLogrus sends logrus's entries (compose-go's) to logger instead of logrus's own output.
+func routeLogrus(logger *slog.Logger) {
+	logrus.SetOutput(io.Discard)
+	logrus.SetLevel(logrus.DebugLevel) // the hook filters by logger's level
+	logrus.StandardLogger().ReplaceHooks(logrus.LevelHooks{})
+	logrus.AddHook(logrusHook{logger})
+}
+
+type logrusHook struct{ logger *slog.Logger }
+
+func (logrusHook) Levels() []logrus.Level { return logrus.AllLevels }
+
+func (h logrusHook) Fire(e *logrus.Entry) error {
+	level := slog.LevelDebug
+	switch {
+	case e.Level <= logrus.ErrorLevel:
+		level = slog.LevelError
+	case e.Level == logrus.WarnLevel:
+		level = slog.LevelWarn
+	case e.Level == logrus.InfoLevel:
+		level = slog.LevelInfo
+	}
+	h.logger.Log(context.Background(), level, e.Message)
+	return nil
 }
 
 // report prints the final error (only main prints it) and returns the exit code.

@@ -73,8 +73,11 @@ func TestBadInput(t *testing.T) {
 		file    string // a path; or content written to compose.yml
 		content string
 		dotEnv  string // path .env is a symlink to
-		want    []string
-		wantNot string
+		// allowOutside loads with the opt-in for paths outside the project (special files are
+		// refused for what they are even then).
+		allowOutside bool
+		want         []string
+		wantNot      string
 	}{
 		{name: "fifo as compose file", file: fifo, want: []string{fifo, "not a regular file", "named pipe"}},
 		{name: "symlink to /dev/zero", file: toZero, want: []string{toZero, "character device"}},
@@ -82,11 +85,13 @@ func TestBadInput(t *testing.T) {
 		{name: "file over the cap", file: huge, want: []string{huge, "16 MiB"}},
 		{name: "folder", file: dir, want: []string{"a folder"}},
 		{name: "env_file is a fifo", content: "services:\n  web:\n    image: x\n    env_file: " + envFifo + "\n",
-			want: []string{"compose.yml:4:15", "env.fifo", "named pipe"}},
+			want: []string{"compose.yml:4:15", "env.fifo", "named pipe"}, allowOutside: true},
 		{name: "env_file is /dev/zero", content: "services:\n  web:\n    image: x\n    env_file: /dev/zero\n",
-			want: []string{"compose.yml:4:15", "/dev/zero", "character device"}},
+			want: []string{"compose.yml:4:15", "/dev/zero", "character device"}, allowOutside: true},
 		{name: ".env is a symlink to a fifo", content: "services:\n  web:\n    image: x\n", dotEnv: envFifo,
-			want: []string{".env", "named pipe"}},
+			want: []string{".env", "named pipe"}, allowOutside: true},
+		{name: ".env is a symlink out of the project", content: "services:\n  web:\n    image: x\n", dotEnv: envFifo,
+			want: []string{".env links to " + envFifo, "--allow-outside-volumes"}},
 		{name: "nesting at the limit", content: "services:\n  web:\n    image: \"" + nested(10) + "\"\n"},
 		{name: "nesting over the limit", content: "services:\n  web:\n    image: \"" + nested(11) + "\"\n",
 			want: []string{"compose.yml:3:12", "services.web.image", "nested 11 deep", "at most 10"}},
@@ -118,7 +123,7 @@ func TestBadInput(t *testing.T) {
 						}
 					}
 				}
-				_, err := Load(LoadOptions{File: file, Environ: map[string]string{}, HomeDir: dir})
+				_, err := Load(LoadOptions{File: file, Environ: map[string]string{}, HomeDir: dir, AllowOutside: tc.allowOutside})
 				if len(tc.want) == 0 {
 					if err != nil {
 						t.Fatalf("unexpected error: %v", err)

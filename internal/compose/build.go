@@ -54,10 +54,15 @@ func (l *loader) build(n *yaml.Node, field string) *Build {
 
 // buildContext makes a local context absolute; a remote one (git or http URL) is kept.
 func (l *loader) buildContext(n *yaml.Node, s string) string {
-	if strings.Contains(s, "://") || strings.HasPrefix(s, "git@") {
+	if IsRemoteContext(s) {
 		return s
 	}
 	return l.absPath(n, s)
+}
+
+// IsRemoteContext reports whether a build context is a git or http URL rather than a folder.
+func IsRemoteContext(s string) bool {
+	return strings.Contains(s, "://") || strings.HasPrefix(s, "git@")
 }
 
 // buildArgs reads args. Values were interpolated like every value; a bare NAME takes its value

@@ -246,17 +246,26 @@ func TestSecretContentNeverInErrors(t *testing.T) {
 	}
 }
 
-func TestEnvFileOutsideProjectWarns(t *testing.T) {
+// TestEnvFileOutsideProjectAllowed: with the opt-in an env file outside the project is read
+// (TestEnvFileOutsideProject covers the refusal without it).
+func TestEnvFileOutsideProjectAllowed(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "shared.env")
 	if err := os.WriteFile(outside, []byte("A=1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err := loadYAML(t, "services:\n  web:\n    image: x\n    env_file: ["+outside+", inside.env]\n", nil, map[string]string{"inside.env": "B=2\n"})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "compose.yml")
+	if err := os.WriteFile(file, []byte("services:\n  web:\n    image: x\n    env_file: ["+outside+", inside.env]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "inside.env"), []byte("B=2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(LoadOptions{File: file, Environ: map[string]string{}, AllowOutside: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(p.Warnings, "\n")
-	if !strings.Contains(got, "env file "+outside+" is outside the project folder") || strings.Contains(got, "inside.env is outside") {
-		t.Errorf("warnings = %q", p.Warnings)
+	if env := p.Service("web").Environment; env["A"] != "1" || env["B"] != "2" {
+		t.Errorf("environment = %v", env)
 	}
 }

@@ -38,6 +38,10 @@ func (l endpointReader) endpoints(n *yaml.Node, field string) []*Endpoint {
 		if isObjectNotation(es) {
 			return []*Endpoint{l.endpointObject(es, d, field)}
 		}
+		if isRoute(es) {
+			l.Errorf(d, field, "expected a list of routes, found a mapping (one route {path, service, port}: write it as a list item, '- path: ...')")
+			return nil
+		}
 		var out []*Endpoint
 		for _, e := range es {
 			f := yamlsrc.Join(field, e.Key)
@@ -45,6 +49,10 @@ func (l endpointReader) endpoints(n *yaml.Node, field string) []*Endpoint {
 			var ep *Endpoint
 			if vd := yamlsrc.Deref(e.Val); vd != nil && vd.Kind == yaml.MappingNode {
 				inner, _ := l.Mapping(vd, f)
+				if isRoute(inner) {
+					l.Errorf(vd, f, "expected a list of routes, found a mapping (one route {path, service, port}: write it as a list item, '- path: ...')")
+					continue
+				}
 				ep = l.endpointObject(inner, vd, f)
 			} else {
 				ep = &Endpoint{Rules: l.routes(e.Val, f)}
@@ -56,6 +64,18 @@ func (l endpointReader) endpoints(n *yaml.Node, field string) []*Endpoint {
 	}
 	l.Expected(n, field, "a list of routes, a mapping of endpoint name to routes, or {labels, rules}")
 	return nil
+}
+
+// isRoute reports whether a mapping is one route ({path, service, port}) written where a list of
+// routes belongs.
+func isRoute(es []yamlsrc.Entry) bool {
+	for _, e := range es {
+		switch e.Key {
+		case "path", "service", "port":
+			return true
+		}
+	}
+	return false
 }
 
 func isObjectNotation(es []yamlsrc.Entry) bool {
@@ -80,6 +100,13 @@ func (l endpointReader) endpointObject(es []yamlsrc.Entry, n *yaml.Node, field s
 		case "labels":
 			ep.Labels = l.StringMap(e.Val, f)
 		case "rules":
+			if vd := yamlsrc.Deref(e.Val); vd != nil && vd.Kind == yaml.MappingNode {
+				if inner, _ := l.Mapping(vd, f); isRoute(inner) {
+					l.Errorf(vd, f, "expected a list of routes, found a mapping (one route {path, service, port}: write it as a list item, '- path: ...')")
+					ep.Rules = []Route{}
+					continue
+				}
+			}
 			ep.Rules = l.routes(e.Val, f)
 		default:
 			l.Ignore(e.KeyNode, f)

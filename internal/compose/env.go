@@ -3,13 +3,14 @@ package compose
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
-	"strings"
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
 	"gopkg.in/yaml.v3"
 
+	"github.com/devtool/devtool/internal/projectpath"
 	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
@@ -20,6 +21,17 @@ type Lookup = yamlsrc.Lookup
 // Variables inside .env may refer to shell variables (compose-go's dotenv expands them).
 func (l *loader) readDotEnv(shell Lookup) Lookup {
 	display := filepath.Join(filepath.Dir(l.File), ".env")
+	if !l.opts.AllowOutside {
+		// A .env that is a link leading out of the project is refused unread, like an env_file.
+		root := l.opts.ProjectDir
+		if root == "" {
+			root = l.dir
+		}
+		if err := projectpath.Check(root, filepath.Join(l.dir, ".env")); err != nil {
+			l.Errs = append(l.Errs, &yamlsrc.Error{Pos: yamlsrc.Position{File: display}, Msg: fmt.Sprintf("the .env file: %v: %s", err, projectpath.Hint)})
+			return yamlsrc.MapLookup(nil)
+		}
+	}
 	return yamlsrc.MapLookup(l.ReadDotEnv(filepath.Join(l.dir, ".env"), display, maxEnvFileSize, shell))
 }
 
@@ -27,8 +39,17 @@ func (l *loader) readDotEnv(shell Lookup) Lookup {
 // entry's node, for the error position.
 func (l *loader) readEnvFile(path string, required bool, n *yaml.Node, field string) map[string]string {
 	abs := l.absPath(n, path)
-	if rel, err := filepath.Rel(l.dir, abs); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		l.Warnf("%s: %s: env file %s is outside the project folder %s", l.Pos(n), field, abs, l.dir)
+	if !l.opts.AllowOutside {
+		// Its values become the service's environment, deployed to the cluster: a file outside
+		// the project (or a link in it that leads out, to /etc/shadow say) is refused unread.
+		root := l.opts.ProjectDir
+		if root == "" {
+			root = l.dir
+		}
+		if err := projectpath.Check(root, abs); err != nil {
+			l.Errorf(n, field, "env file %v: %s", err, projectpath.Hint)
+			return nil
+		}
 	}
 	data, err := yamlsrc.ReadRegularFile(abs, maxEnvFileSize)
 	if err != nil {

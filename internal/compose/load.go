@@ -38,6 +38,12 @@ type LoadOptions struct {
 	// Logger receives debug lines (the files read). nil discards them. compose-go's own
 	// logging (logrus) is never used: its messages become Warnings.
 	Logger *slog.Logger
+	// AllowOutside lets env files lie outside the project folder (the compose file's folder,
+	// symlinks followed): the user's --allow-outside-volumes. Without it they are an error.
+	AllowOutside bool
+	// ProjectDir is the project folder for that rule; "" is the (first) compose file's folder.
+	// A devtool.yml's deploy.compose files belong to the manifest's folder.
+	ProjectDir string
 }
 
 func (o LoadOptions) logger() *slog.Logger {
@@ -136,6 +142,10 @@ type loader struct {
 	including map[string]bool // files whose includes are being read, for cycles
 	readErr   error           // why the last readFile with a node could not read its file
 
+	// systemMounts are the host volumes dropped because they name a system path of the Docker
+	// host (projectpath.IsSystemPath), for the one warning that names them all.
+	systemMounts []string
+
 	// failedObjects are the top-level secrets and configs ("secret/name") whose definition
 	// has an error, so services using them are not reported again.
 	failedObjects map[string]bool
@@ -223,6 +233,9 @@ func LoadBytes(opts LoadOptions, data []byte) (*Project, error) {
 		// In file order, so a user can fix them top to bottom.
 		yamlsrc.SortErrors(l.Errs)
 		return nil, Errors(l.Errs)
+	}
+	if len(l.systemMounts) > 0 {
+		l.Warnf("%s", systemMountsWarning(l.systemMounts))
 	}
 	p.Warnings = l.Warnings()
 	opts.logger().Debug("compose file loaded", "file", opts.File, "services", len(p.Services), "warnings", len(p.Warnings))

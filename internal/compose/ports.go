@@ -125,6 +125,10 @@ func parsePort(s string) (ports []Port, hostIP string, err error) {
 
 // portRange parses "8080" or "3000-3005".
 func portRange(s string) (from, to int32, err error) {
+	if t := strings.TrimSpace(s); strings.HasPrefix(t, "-") {
+		// "-80" is a negative number, not a range with no start: keep its sign in the message.
+		return 0, 0, fmt.Errorf("%s is not a number between 1 and 65535", yamlsrc.Quote(t))
+	}
 	a, b, isRange := strings.Cut(s, "-")
 	from, err = portNumber(a)
 	if err != nil {
@@ -165,6 +169,9 @@ func (l *loader) longPort(n *yaml.Node, field string) (Port, bool) {
 			s, good := l.Str(e.Val, f)
 			if v, err := portNumber(s); good && err == nil {
 				p.ContainerPort = v
+			} else if good {
+				l.Errorf(e.Val, f, "expected a port between 1 and 65535, found %s", yamlsrc.Quote(s))
+				ok = false
 			} else {
 				l.Errorf(e.Val, f, "expected a port between 1 and 65535, found %s", yamlsrc.KindName(e.Val))
 				ok = false

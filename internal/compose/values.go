@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -22,24 +23,35 @@ func (l *loader) duration(n *yaml.Node, field string, bareSeconds bool) (time.Du
 		return 0, false
 	}
 	s = strings.TrimSpace(s)
-	if secs, err := strconv.ParseInt(s, 10, 32); err == nil {
-		if secs == 0 || bareSeconds {
-			if secs < 0 {
-				l.Errorf(n, field, "expected a positive number of seconds, found %s", s)
-				return 0, false
-			}
-			return time.Duration(secs) * time.Second, true
+	if secs, err := strconv.ParseInt(s, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		switch {
+		case secs != 0 && !bareSeconds:
+			l.Errorf(n, field, "expected a duration with a unit such as 10s or 1m30s, found %q", s)
+			return 0, false
+		case strings.HasPrefix(s, "-"):
+			l.Errorf(n, field, "expected a positive number of seconds, found %s", s)
+			return 0, false
+		case err != nil || secs > math.MaxInt32:
+			l.Errorf(n, field, "%s seconds is too large (the most is %d)", s, math.MaxInt32)
+			return 0, false
 		}
-		l.Errorf(n, field, "expected a duration with a unit such as 10s or 1m30s, found %q", s)
-		return 0, false
+		return time.Duration(secs) * time.Second, true
 	}
 	d, err := time.ParseDuration(s)
+	if err != nil && durationSyntax.MatchString(s) {
+		// Well written but beyond what a duration holds (about 290 years).
+		l.Errorf(n, field, "%s is too large", yamlsrc.Quote(s))
+		return 0, false
+	}
 	if err != nil || d < 0 {
 		l.Errorf(n, field, "expected a duration such as 10s, 500ms or 1m30s, found %q", s)
 		return 0, false
 	}
 	return d, true
 }
+
+// durationSyntax is what time.ParseDuration accepts when the value fits.
+var durationSyntax = regexp.MustCompile(`^\+?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
 
 // composeBytes is Docker's memory notation: a number and an optional unit b, k, m, g, t, p
 // (with an optional trailing b), case-insensitive, all powers of 1024.

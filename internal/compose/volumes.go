@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/devtool/devtool/internal/projectpath"
 	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
@@ -116,6 +117,10 @@ func (l *loader) serviceVolumes(n *yaml.Node, field string, p *Project) []Volume
 			continue
 		}
 		m.Pos = l.Pos(yamlsrc.Deref(item))
+		if m.Kind == VolumeHost && projectpath.IsSystemPath(m.Source) {
+			l.systemMounts = append(l.systemMounts, fmt.Sprintf("%s: %s: %s", m.Pos, f, m.Source))
+			continue
+		}
 		if m.Kind == VolumeNamed && p.Volume(m.Source) == nil {
 			l.Errorf(item, f, "volume %q is not defined in the top-level volumes (defined: %s)", m.Source, volumeNames(p))
 			continue
@@ -257,6 +262,12 @@ func (l *loader) longVolume(n *yaml.Node, field string) (VolumeMount, bool) {
 		return m, false
 	}
 	return m, l.checkMount(m, n, field)
+}
+
+// systemMountsWarning is the one warning for the host volumes dropped because they name the
+// Docker host itself (its socket, clock, kernel file systems), not a project file.
+func systemMountsWarning(mounts []string) string {
+	return "not mounted: system paths of the Docker host, not project files, which mean nothing on a cluster node: " + strings.Join(mounts, "; ")
 }
 
 func volumeNames(p *Project) string {

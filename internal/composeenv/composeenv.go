@@ -19,16 +19,23 @@ type Options struct {
 	Files   []string
 	Name    string            // --name
 	Environ map[string]string // the shell environment
+	// AllowOutside lets files the Compose file names lie outside the project folder
+	// (--allow-outside-volumes; see internal/projectpath).
+	AllowOutside bool
+	// ProjectDir is the project folder of that rule; "" is the (first) Compose file's folder.
+	ProjectDir string
 }
 
 // Env is a loaded Compose environment.
 type Env struct {
-	File    string   // absolute path of the (first) compose file
-	Files   []string // every file merged, in order (File first)
-	Dir     string   // its folder
-	Name    string   // environment name
-	Project *compose.Project
-	Raw     []byte
+	File  string   // absolute path of the (first) compose file
+	Files []string // every file merged, in order (File first)
+	Dir   string   // its folder
+	// ProjectDir is the project folder paths must lie in (Options.ProjectDir, else Dir).
+	ProjectDir string
+	Name       string // environment name
+	Project    *compose.Project
+	Raw        []byte
 }
 
 // Load finds and loads the compose file(s) and names the environment. File (and Dir) name the
@@ -52,7 +59,7 @@ func Load(o Options) (*Env, error) {
 		}
 		abs[i] = f
 	}
-	p, err := compose.Load(compose.LoadOptions{File: abs[0], Files: abs, Environ: o.Environ})
+	p, err := compose.Load(compose.LoadOptions{File: abs[0], Files: abs, Environ: o.Environ, AllowOutside: o.AllowOutside, ProjectDir: o.ProjectDir})
 	if err != nil {
 		return nil, err
 	}
@@ -61,5 +68,9 @@ func Load(o Options) (*Env, error) {
 		return nil, err
 	}
 	dir := filepath.Dir(abs[0])
-	return &Env{File: abs[0], Files: abs, Dir: dir, Name: deploy.EnvironmentName(o.Name, p.Name, dir), Project: p, Raw: raw}, nil
+	root := o.ProjectDir
+	if root == "" {
+		root = dir
+	}
+	return &Env{File: abs[0], Files: abs, Dir: dir, ProjectDir: root, Name: deploy.EnvironmentName(o.Name, p.Name, dir), Project: p, Raw: raw}, nil
 }

@@ -3,12 +3,10 @@ package composeenv
 import (
 	"context"
 	"fmt"
-	"io"
-	"path/filepath"
-	"strings"
-
 	"github.com/devtool/devtool/internal/build"
 	"github.com/devtool/devtool/internal/compose"
+	"github.com/devtool/devtool/internal/projectpath"
+	"io"
 )
 
 // ImageOptions say how deploy gets the images of a Compose environment.
@@ -27,8 +25,9 @@ type ImageOptions struct {
 	AllowOutside bool
 }
 
-// OutsideVolumeFlag is the flag that allows host volumes from outside the project folder.
-const OutsideVolumeFlag = "--allow-outside-volumes"
+// OutsideVolumeFlag is the flag that allows host volumes (and every other path a project file
+// names) from outside the project folder.
+const OutsideVolumeFlag = projectpath.AllowFlag
 
 // ResolveImages fills in every service's image before translation:
 //   - services with a build section get their image built and pushed when the registry does not
@@ -128,29 +127,20 @@ func (e *Env) addHostVolumes(ctx context.Context, o ImageOptions) error {
 }
 
 // checkHostVolumes refuses host volume sources outside the project folder (absolute paths, '..'
-// that climbs out, links that lead out) unless AllowOutside: a deploy copies them into an image
-// pushed to a registry.
+// that climbs out, links that lead out: projectpath.Check) unless AllowOutside: a deploy copies
+// them into an image pushed to a registry.
 func (e *Env) checkHostVolumes(o ImageOptions) error {
 	if o.AllowOutside {
 		return nil
-	}
-	root := e.Dir
-	if r, err := filepath.EvalSymlinks(root); err == nil {
-		root = r
 	}
 	for _, s := range e.Project.Services {
 		for _, v := range s.Volumes {
 			if v.Kind != compose.VolumeHost {
 				continue
 			}
-			src := v.Source
-			if r, err := filepath.EvalSymlinks(src); err == nil {
-				src = r
-			}
-			rel, err := filepath.Rel(root, src)
-			if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-				return fmt.Errorf("service %s: host volume %s is outside the project folder %s: a deploy copies it into an image pushed to the registry; pass %s to allow it, or move it into the project",
-					s.Name, v.Source, e.Dir, OutsideVolumeFlag)
+			if err := projectpath.Check(e.ProjectDir, v.Source); err != nil {
+				return fmt.Errorf("%s: service %s: host volume %w: a deploy copies it into an image pushed to the registry; %s",
+					v.Pos, s.Name, err, projectpath.Hint)
 			}
 		}
 	}

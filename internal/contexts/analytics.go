@@ -39,7 +39,7 @@ func (s *Store) AnalyticsEnabled() (bool, error) {
 // SetAnalytics turns analytics collection on or off. A corrupt setting file is replaced: it holds
 // nothing but this choice, which the user is making now.
 func (s *Store) SetAnalytics(enabled bool) error {
-	if err := ensureDir(s.Dir); err != nil {
+	if err := s.ensureDir(s.Dir); err != nil {
 		return err
 	}
 	unlock, err := lockFile(s.analyticsPath() + ".lock")
@@ -48,5 +48,5 @@ func (s *Store) SetAnalytics(enabled bool) error {
 	}
 	defer unlock()
 	data, _ := json.MarshalIndent(analyticsSettings{Enabled: enabled}, "", "  ")
-	return writeAtomic(s.analyticsPath(), append(data, '\n'), s.beforeRename)
+	return s.writeAtomic(s.analyticsPath(), append(data, '\n'))
 }

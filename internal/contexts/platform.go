@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/devtool/devtool/internal/atomicfile"
 	"github.com/devtool/devtool/internal/buildinfo"
 	"github.com/devtool/devtool/internal/errs"
 	"github.com/devtool/devtool/internal/platform/api"
@@ -192,13 +193,13 @@ func (k *KubeTokens) renew(ctx context.Context, c *Context) (*kubeTokenRecord, e
 	if err != nil {
 		return nil, err
 	}
-	if err := ensureDir(k.Store.Dir); err != nil {
+	if err := k.Store.ensureDir(k.Store.Dir); err != nil {
 		return nil, err
 	}
-	if err := ensureDir(filepath.Dir(k.path(c))); err != nil {
+	if err := k.Store.ensureDir(filepath.Dir(k.path(c))); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(k.path(c), append(data, '\n'), nil); err != nil {
+	if err := atomicfile.WriteChecked(k.path(c), append(data, '\n'), 0o600, nil); err != nil {
 		return nil, err
 	}
 	return rec, nil

@@ -2,6 +2,7 @@ package contexts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -105,6 +106,12 @@ func ValidateNamespace(ns string) error {
 	return nil
 }
 
+// ErrNoCurrentContext is wrapped by the error of Select when nothing names a context: no --context,
+// no current devtool context, and a kubeconfig (or none at all) without a current-context. Only
+// then may a dry run render without a cluster; every other failure (a broken store, a context
+// that left the kubeconfig, a bad --namespace) is an error there too.
+var ErrNoCurrentContext = errors.New("no current context")
+
 // Select applies the precedence without connecting to anything.
 func (r *Resolver) Select(flags Flags) (*Selection, error) {
 	if flags.Namespace != "" {
@@ -170,12 +177,12 @@ func (r *Resolver) Select(flags Flags) (*Selection, error) {
 	default:
 		sel.KubeContext = kc.Config.CurrentContext
 		if sel.KubeContext == "" {
-			msg := fmt.Sprintf("no current context: the kubeconfig (%s) sets no current-context and no devtool context is selected", kc.Describe())
+			msg := fmt.Sprintf("the kubeconfig (%s) sets no current-context and no devtool context is selected", kc.Describe())
 			if len(kc.ContextNames()) == 0 {
-				return nil, errs.WithHint(fmt.Errorf("%s", msg),
+				return nil, errs.WithHint(fmt.Errorf("%w: %s", ErrNoCurrentContext, msg),
 					"set KUBECONFIG or create ~/.kube/config (for the local cluster run 'make cluster-up'), or set DEVTOOL_URL and DEVTOOL_TOKEN for a platform")
 			}
-			return nil, errs.WithHint(fmt.Errorf("%s", msg),
+			return nil, errs.WithHint(fmt.Errorf("%w: %s", ErrNoCurrentContext, msg),
 				fmt.Sprintf("run 'devtool context use <name>' with one of: %s", strings.Join(kc.ContextNames(), ", ")))
 		}
 		if !kc.HasContext(sel.KubeContext) {

@@ -94,9 +94,20 @@ type Store struct {
 	// Dir is the devtool folder, <home>/.devtool.
 	Dir string
 
+	// Notice receives what the store did that the user did not ask for: a folder or file whose
+	// permissions it changed (say, 0755 to 0700, since it holds tokens). nil drops them; commands
+	// print them.
+	Notice func(string)
+
 	// beforeRename, when set (tests only), runs after the temporary file is written and before it
 	// replaces the store; an error aborts the write.
 	beforeRename func(tmp string) error
+}
+
+func (s *Store) notice(format string, args ...any) {
+	if s.Notice != nil {
+		s.Notice(fmt.Sprintf(format, args...))
+	}
 }
 
 // NewStore returns the store of home (the folder holding .devtool).
@@ -139,10 +150,10 @@ func (s *Store) Load() (*Config, error) {
 // When fn returns an error nothing is written.
 func (s *Store) Update(fn func(*Config) error) error {
 	dir := filepath.Dir(s.Path())
-	if err := ensureDir(s.Dir); err != nil {
+	if err := s.ensureDir(s.Dir); err != nil {
 		return err
 	}
-	if err := ensureDir(dir); err != nil {
+	if err := s.ensureDir(dir); err != nil {
 		return err
 	}
 	unlock, err := lockFile(s.lockPath())
@@ -161,7 +172,7 @@ func (s *Store) Update(fn func(*Config) error) error {
 	if err != nil {
 		return fmt.Errorf("encoding the context store: %w", err)
 	}
-	return writeAtomic(s.Path(), append(data, '\n'), s.beforeRename)
+	return s.writeAtomic(s.Path(), append(data, '\n'))
 }
 
 func readConfig(path string) (*Config, error) {
@@ -241,8 +252,9 @@ func position(data []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// ensureDir creates dir (0700) when missing. An existing folder is tightened to 0700: it holds tokens.
-func ensureDir(dir string) error {
+// ensureDir creates dir (0700) when missing. An existing folder is tightened to 0700 (it holds
+// tokens), and Notice says so.
+func (s *Store) ensureDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
@@ -260,6 +272,7 @@ func ensureDir(dir string) error {
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return fmt.Errorf("restricting %s to its owner: %w", dir, err)
 		}
+		s.notice("restricted %s to its owner (mode %04o, was %04o): it holds the contexts' tokens", dir, 0o700, fi.Mode().Perm())
 	}
 	return nil
 }
@@ -293,11 +306,19 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
 	}
-	return writeAtomic(path, data, nil)
+	return atomicfile.WriteChecked(path, data, 0o600, nil)
 }
 
 // writeAtomic replaces path with data (0600) through atomicfile (temporary file synced, renamed
-// over path, folder synced). On any failure path is left as it was.
-func writeAtomic(path string, data []byte, beforeRename func(string) error) error {
-	return atomicfile.WriteChecked(path, data, 0o600, beforeRename)
+// over path, folder synced). On any failure path is left as it was. When the file it replaces had
+// another mode, Notice says so.
+func (s *Store) writeAtomic(path string, data []byte) (err error) {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm() != 0o600 {
+		defer func() {
+			if err == nil {
+				s.notice("%s is now readable by its owner only (mode 0600, was %04o), as devtool writes every file of its folder", path, fi.Mode().Perm())
+			}
+		}()
+	}
+	return atomicfile.WriteChecked(path, data, 0o600, s.beforeRename)
 }

@@ -30,12 +30,15 @@ type CommandRunner struct {
 	Out io.Writer
 	// Output keeps the tail of what the commands printed (with prefixes), for the state record.
 	Output *TailBuffer
+	// Phase names the run in errors: "deploy" ("" too) or "destroy".
+	Phase string
 }
 
 // CommandError is a command that failed (or was cancelled): later commands did not run.
 type CommandError struct {
-	Name string
-	Err  error
+	Name  string
+	Err   error
+	Phase string // "deploy" ("" too) or "destroy": what timed out
 }
 
 func (e *CommandError) Error() string {
@@ -43,7 +46,11 @@ func (e *CommandError) Error() string {
 		return fmt.Sprintf("command %q was cancelled", e.Name)
 	}
 	if errors.Is(e.Err, context.DeadlineExceeded) {
-		return fmt.Sprintf("command %q was stopped: the deploy timed out", e.Name)
+		phase := e.Phase
+		if phase == "" {
+			phase = "deploy"
+		}
+		return fmt.Sprintf("command %q was stopped: the %s timed out", e.Name, phase)
 	}
 	return fmt.Sprintf("command %q failed: %v", e.Name, e.Err)
 }
@@ -61,10 +68,10 @@ func (r *CommandRunner) Run(ctx context.Context, cmds []manifest.Command) error 
 	}
 	for _, c := range cmds {
 		if err := ctx.Err(); err != nil {
-			return &CommandError{Name: c.Name, Err: err}
+			return &CommandError{Name: c.Name, Err: err, Phase: r.Phase}
 		}
 		if err := r.runOne(ctx, c); err != nil {
-			return &CommandError{Name: c.Name, Err: err}
+			return &CommandError{Name: c.Name, Err: err, Phase: r.Phase}
 		}
 	}
 	return nil

@@ -131,6 +131,8 @@ type CommandsRun struct {
 	Logger          *slog.Logger
 	// Warn receives what the user must know (a write the labelling proxy could not label).
 	Warn func(string)
+	// Phase names the run in its errors: "deploy" (the default) or "destroy".
+	Phase string
 }
 
 // RunManifestCommands runs commands in order behind a labelling proxy started for this run
@@ -160,7 +162,7 @@ func RunManifestCommands(ctx context.Context, o CommandsRun, cmds []manifest.Com
 	envFile := filepath.Join(tmp, "devtool.env")
 	env := o.Env
 	env.Kubeconfig, env.KubeCacheDir, env.EnvFile = kc, cache, envFile
-	r := &CommandRunner{Shell: o.Shell, Dir: o.Dir, Env: env.Build(), EnvFile: envFile, Out: o.Out, Output: o.Output}
+	r := &CommandRunner{Shell: o.Shell, Dir: o.Dir, Env: env.Build(), EnvFile: envFile, Out: o.Out, Output: o.Output, Phase: o.Phase}
 	err = r.Run(ctx, cmds)
 	var ce *CommandError
 	if errors.As(err, &ce) && o.Output != nil {

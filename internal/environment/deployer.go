@@ -2,6 +2,7 @@ package environment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,7 +42,9 @@ type Deployer struct {
 	Shell        string // "bash" (default) or "sh"
 	Dependencies bool   // deploy dependencies even when already deployed
 	Volumes      bool   // destroy: also PVCs
-	// AllowOutsideVolumes lets host volumes from outside the project folder be baked into images.
+	// AllowOutsideVolumes lets host volumes from outside the project folder be baked into images,
+	// and the Compose files and dependencies it loads name env files, build contexts, Dockerfiles
+	// and build secrets outside their project folder (--allow-outside-volumes).
 	AllowOutsideVolumes bool
 
 	// NewBuilder picks the builder the first time something is built; nil uses build.Select.
@@ -244,7 +247,8 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 		}
 	}
 	for _, f := range m.Deploy.Compose {
-		env, err := composeenv.Load(composeenv.Options{WorkDir: m.Dir, Files: f.Files(), Name: name, Environ: d.Environ})
+		env, err := composeenv.Load(composeenv.Options{WorkDir: m.Dir, Files: f.Files(), Name: name, Environ: d.Environ,
+			AllowOutside: d.AllowOutsideVolumes, ProjectDir: m.Dir})
 		if err != nil {
 			return nil, err
 		}
@@ -409,7 +413,7 @@ func (d *Deployer) deployDependency(ctx context.Context, dep *manifest.Dependenc
 		}
 		files = []string{p}
 	}
-	env, err := Load(Options{Dir: dir, Files: files, Name: name, Environ: d.Environ})
+	env, err := Load(Options{Dir: dir, Files: files, Name: name, Environ: d.Environ, AllowOutside: d.AllowOutsideVolumes})
 	if err != nil {
 		return err
 	}
@@ -444,7 +448,17 @@ func (d *Deployer) Destroy(ctx context.Context) (*DestroyResult, error) {
 		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
 		defer cancel()
 	}
-	return d.destroyNamed(ctx, d.Env.Name, true)
+	res, err := d.destroyNamed(ctx, d.Env.Name, true)
+	return res, d.destroyTimedOut(err)
+}
+
+// destroyTimedOut says so when --timeout stopped a destroy (a destroy command's error already does).
+func (d *Deployer) destroyTimedOut(err error) error {
+	var ce *deploy.CommandError
+	if err == nil || d.Timeout <= 0 || !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ce) {
+		return err
+	}
+	return fmt.Errorf("the destroy timed out after %s (--timeout): %w", d.Timeout, err)
 }
 
 // DestroyAll destroys every environment with a state record in the target's namespace; the
@@ -464,7 +478,7 @@ func (d *Deployer) DestroyAll(ctx context.Context) ([]string, error) {
 	for _, s := range states {
 		own := d.Env != nil && d.Env.Name == s.Name
 		if _, err := d.destroyNamed(ctx, s.Name, own); err != nil {
-			return names, err
+			return names, d.destroyTimedOut(err)
 		}
 		names = append(names, s.Name)
 	}
@@ -494,7 +508,7 @@ func (d *Deployer) destroyNamed(ctx context.Context, n string, own bool) (*Destr
 		d.Progress(fmt.Sprintf("Running the destroy commands of %s", n))
 		err := deploy.RunManifestCommands(ctx, deploy.CommandsRun{
 			Client: t.Kube, Namespace: t.Namespace, Name: n, Shell: d.Shell, Dir: m.Dir,
-			Out: d.Out, Logger: d.Logger, Warn: d.Warn,
+			Out: d.Out, Logger: d.Logger, Warn: d.Warn, Phase: "destroy",
 			Env: deploy.CommandEnv{Environ: d.Environ, DotEnv: m.DotEnv, Namespace: t.Namespace,
 				Context: t.ContextName, Name: n, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
 				BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images},

@@ -14,6 +14,7 @@ import (
 	"github.com/devtool/devtool/internal/composeenv"
 	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/manifest"
+	"github.com/devtool/devtool/internal/projectpath"
 )
 
 // Options are what the user gave: the folder, --file and --name.
@@ -33,6 +34,10 @@ type Options struct {
 	// commands that act on a deployed environment (destroy, endpoints, logs). A file that exists
 	// but does not load is always an error.
 	AllowMissing bool
+	// AllowOutside lets the paths the file names (host volumes, build contexts, Dockerfiles, build
+	// secrets, env files) lie outside the project folder: --allow-outside-volumes. Without it
+	// Load refuses them (see CheckBuildPaths and internal/projectpath).
+	AllowOutside bool
 }
 
 // Environment is the loaded environment.
@@ -97,6 +102,9 @@ func Load(o Options) (*Environment, error) {
 	if m.Inferred { // --file named a Compose file
 		return loadCompose(o, m.File)
 	}
+	if err := CheckBuildPaths(m.Dir, m.Build, o.AllowOutside); err != nil {
+		return nil, err
+	}
 	return &Environment{Name: Name(o.Name, m.Name, m.Dir), Dir: m.Dir, File: m.File, Manifest: m, Warnings: m.Warnings}, nil
 }
 
@@ -131,14 +139,62 @@ func loadCompose(o Options, paths ...string) (*Environment, error) {
 			files = append(files, ov)
 		}
 	}
-	ce, err := composeenv.Load(composeenv.Options{WorkDir: o.Dir, Files: files, Name: o.Name, Environ: o.Environ})
+	ce, err := composeenv.Load(composeenv.Options{WorkDir: o.Dir, Files: files, Name: o.Name, Environ: o.Environ, AllowOutside: o.AllowOutside})
 	if err != nil {
 		return nil, err
 	}
 	m := &manifest.Manifest{File: ce.File, Dir: ce.Dir, Inferred: true, Name: ce.Project.Name, Raw: ce.Raw,
 		Deploy: manifest.Deploy{Compose: []manifest.ComposeFile{{File: ce.File, Merge: ce.Files[1:]}}}}
 	m.Build = BuildSections(ce.Project)
+	if err := CheckBuildPaths(ce.Dir, m.Build, o.AllowOutside); err != nil {
+		return nil, err
+	}
 	return &Environment{Name: ce.Name, Dir: ce.Dir, File: ce.File, Manifest: m, Compose: ce, Warnings: ce.Project.Warnings}, nil
+}
+
+// CheckBuildPaths refuses the build contexts, Dockerfiles and build secrets that lie outside the
+// project folder dir (symlinks followed; see internal/projectpath), before anything is hashed or
+// sent to a builder. A remote context (a git or http URL) is not a path. allowOutside is the
+// user's --allow-outside-volumes; a context that is the filesystem root is refused even then.
+func CheckBuildPaths(dir string, builds []*manifest.BuildService, allowOutside bool) error {
+	for _, b := range builds {
+		if b.Build == nil {
+			continue
+		}
+		where := fmt.Sprintf("%s: service %s", b.Pos, b.Service)
+		ctx := b.Build.Context
+		if compose.IsRemoteContext(ctx) {
+			continue
+		}
+		if filepath.Dir(ctx) == ctx {
+			return fmt.Errorf("%s: the build context is the filesystem root %s: a build sends its whole context to the builder; name the project's folder", where, ctx)
+		}
+		if allowOutside {
+			continue
+		}
+		if err := projectpath.Check(dir, ctx); err != nil {
+			return fmt.Errorf("%s: build context %w: a build sends it to the builder; %s", where, err, projectpath.Hint)
+		}
+		if df := b.Build.Dockerfile; df != "" {
+			if !filepath.IsAbs(df) {
+				df = filepath.Join(ctx, df)
+			}
+			if err := projectpath.Check(dir, df); err != nil {
+				return fmt.Errorf("%s: Dockerfile %w: %s", where, err, projectpath.Hint)
+			}
+		}
+		ids := make([]string, 0, len(b.Secrets))
+		for id := range b.Secrets {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			if err := projectpath.Check(dir, b.Secrets[id]); err != nil {
+				return fmt.Errorf("%s: build secret %s: %w: %s", where, id, err, projectpath.Hint)
+			}
+		}
+	}
+	return nil
 }
 
 // BuildSections lists the services of a Compose project that have a build section, in file order

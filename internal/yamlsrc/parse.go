@@ -3,7 +3,9 @@ package yamlsrc
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -36,7 +38,7 @@ func (r *Reader) parse(data []byte, file string) (doc *yaml.Node, ok bool) {
 		if errors.Is(err, io.EOF) {
 			return &yaml.Node{}, true
 		}
-		r.Errs = append(r.Errs, r.SyntaxError(err))
+		r.Errs = append(r.Errs, longKey(r.SyntaxError(err), data))
 		return nil, false
 	}
 	for {
@@ -46,7 +48,7 @@ func (r *Reader) parse(data []byte, file string) (doc *yaml.Node, ok bool) {
 			return doc, true
 		}
 		if err != nil {
-			r.Errs = append(r.Errs, r.SyntaxError(err))
+			r.Errs = append(r.Errs, longKey(r.SyntaxError(err), data))
 			return nil, false
 		}
 		if !IsNull(&next) && !(len(next.Content) == 1 && IsNull(next.Content[0])) {
@@ -55,4 +57,30 @@ func (r *Reader) parse(data []byte, file string) (doc *yaml.Node, ok bool) {
 			return nil, false
 		}
 	}
+}
+
+// maxPlainKey is yaml.v3's limit on a key written without '?': the scanner gives up looking for
+// its ':' after 1024 characters.
+const maxPlainKey = 1024
+
+// longKey rewrites the parser's obscure message for a key over maxPlainKey ("mapping values are
+// not allowed in this context", "could not find expected ':'") into one that says so.
+func longKey(e *Error, data []byte) *Error {
+	if e.Pos.Line < 1 || !strings.Contains(e.Msg, "mapping values are not allowed") && !strings.Contains(e.Msg, "could not find expected ':'") {
+		return e
+	}
+	for i, line := range bytes.SplitN(data, []byte("\n"), e.Pos.Line+1) {
+		if i+1 < e.Pos.Line-1 {
+			continue
+		}
+		if i+1 > e.Pos.Line {
+			break
+		}
+		key := strings.TrimLeft(string(line), " \t-")
+		if j := strings.Index(key, ":"); j > maxPlainKey {
+			return &Error{Pos: Position{File: e.Pos.File, Line: i + 1, Column: len(line) - len(key) + 1},
+				Msg: fmt.Sprintf("invalid YAML: a key of %d characters is longer than the YAML parser's limit of %d", j, maxPlainKey)}
+		}
+	}
+	return e
 }

@@ -52,6 +52,7 @@ func run(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	store.Notice = func(s string) { fmt.Fprintf(opts.ErrOut, "Note: %s\n", s) }
 	if opts.Disable || opts.Enable {
 		if err := store.SetAnalytics(opts.Enable); err != nil {
 			return err

@@ -127,6 +127,7 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	store.Notice = func(s string) { fmt.Fprintf(opts.IO.ErrOut, "Note: %s\n", s) }
 	kc, err := contexts.LoadKubeconfig(opts.Getenv)
 	if err != nil {
 		return err

@@ -52,6 +52,7 @@ func runDelete(opts *DeleteOptions) error {
 	if err != nil {
 		return err
 	}
+	store.Notice = func(s string) { fmt.Fprintf(opts.ErrOut, "Note: %s\n", s) }
 	wasCurrent, err := contexts.Delete(store, opts.Name)
 	if err != nil {
 		return err

@@ -3,16 +3,15 @@ package deploy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/cmdutil"
-	"github.com/devtool/devtool/internal/composeenv"
 	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/environment"
@@ -37,8 +36,6 @@ type Options struct {
 	NoBash  bool
 	// Dependencies deploys the manifest's dependencies even when they are already deployed.
 	Dependencies bool
-	// AllowOutsideVolumes copies host volumes from outside the project folder into images.
-	AllowOutsideVolumes bool
 
 	Getenv func(string) string
 	Logger *slog.Logger
@@ -86,7 +83,6 @@ apply, in depends_on order. Objects that left the file are removed; volumes are 
 	cmd.Flags().StringArrayVar(&opts.Vars, "var", nil, "a variable NAME=value for the deploy commands (repeatable)")
 	cmd.Flags().BoolVar(&opts.NoBash, "no-bash", false, "run the deploy commands with sh -c instead of bash -c")
 	cmd.Flags().BoolVar(&opts.Dependencies, "dependencies", false, "deploy the dependencies even when they are already deployed")
-	cmd.Flags().BoolVar(&opts.AllowOutsideVolumes, strings.TrimPrefix(composeenv.OutsideVolumeFlag, "--"), false, "copy host volumes from outside the project folder into the deployed images (they are pushed to the registry)")
 	return cmd
 }
 
@@ -133,7 +129,7 @@ func run(ctx context.Context, opts *Options) error {
 	d := &environment.Deployer{
 		Env: env, Target: target, Environ: opts.Environ, Getenv: opts.Getenv, Logger: opts.Logger,
 		Wait: opts.Wait, Timeout: opts.Timeout, Force: opts.Build, DryRun: opts.DryRun, Vars: vars, Shell: shell,
-		Dependencies: opts.Dependencies, AllowOutsideVolumes: opts.AllowOutsideVolumes, Out: opts.IO.ErrOut, Warn: warn,
+		Dependencies: opts.Dependencies, AllowOutsideVolumes: opts.Env.AllowOutside, Out: opts.IO.ErrOut, Warn: warn,
 		Progress: func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },
 	}
 	var sp *iostreams.Spinner
@@ -176,12 +172,14 @@ func printDryRun(ctx context.Context, ios *iostreams.IOStreams, res *environment
 	return writeContext(ctx, ios.Out, out)
 }
 
-// dryRunTarget resolves the target. A dry run needs no cluster: when no kubeconfig can be used
-// it renders for the --namespace flag (else "default"), but an explicit --context that does not
-// resolve is always an error.
+// dryRunTarget resolves the target. A dry run needs no cluster: when nothing names a context (no
+// kubeconfig current-context, no devtool context) it renders for the --namespace flag (else
+// "default"). Anything else that fails to resolve is an error, as in a deploy: an explicit
+// --context that names nothing, a bad --namespace, a context store that cannot be read, a current
+// context whose Kubernetes context left the kubeconfig.
 func dryRunTarget(opts *Options) (*cmdutil.Target, error) {
 	target, err := opts.Target(opts.Kube)
-	if err == nil || !opts.DryRun || opts.Kube.Context != "" {
+	if err == nil || !opts.DryRun || opts.Kube.Context != "" || !errors.Is(err, contexts.ErrNoCurrentContext) {
 		return target, err
 	}
 	target = &cmdutil.Target{Namespace: opts.Kube.Namespace, ClusterDomain: opts.Environ["DEVTOOL_CLUSTER_DOMAIN"], Registry: opts.Environ["DEVTOOL_REGISTRY"]}

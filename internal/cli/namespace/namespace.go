@@ -114,6 +114,7 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	store.Notice = func(s string) { fmt.Fprintf(opts.IO.ErrOut, "Note: %s\n", s) }
 	if err := contexts.SetNamespace(store, t.ContextName, opts.Name); err != nil {
 		return err
 	}

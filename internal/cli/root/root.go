@@ -61,8 +61,11 @@ func NewCmd(f *cmdutil.Factory, levelVar *slog.LevelVar) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "devtool <command> [flags]",
 		Short: "Development environments on Kubernetes",
-		Long: `devtool deploys Compose files and devtool.yml manifests to Kubernetes, builds and pushes
-their images, streams their logs, and manages the contexts and namespaces its commands run in.`,
+		Long: `devtool runs development environments on Kubernetes. It deploys Compose files and devtool.yml
+manifests (building and pushing their images), and swaps a service for a dev container whose files
+stay in two-way sync with your folder over SSH, so you edit locally and run in the cluster (up,
+exec, status, restart, down). It also streams logs, lists endpoints, and manages the contexts and
+namespaces its commands run in.`,
 		Version:       buildinfo.Get().Version,
 		Annotations:   map[string]string{},
 		SilenceErrors: true, // main prints errors, once
@@ -103,5 +106,28 @@ their images, streams their logs, and manages the contexts and namespaces its co
 	cmd.AddCommand(execcmd.NewCmd(f, nil))
 	cmd.AddCommand(restartcmd.NewCmd(f, nil))
 	cmd.AddCommand(doctorcmd.NewCmd(f, nil))
+	strictCompletion(cmd)
 	return cmd
+}
+
+// strictCompletion makes 'completion <shell>' with a shell cobra has no script for a usage error:
+// the completion command has no Run of its own, so cobra would print its help and exit 0.
+func strictCompletion(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		var shells []string
+		for _, s := range c.Commands() {
+			shells = append(shells, s.Name())
+		}
+		c.Args = func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return cmdutil.FlagErrorf("no completion script for %q: the shells are %s", args[0], strings.Join(shells, ", "))
+			}
+			return nil
+		}
+		c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
 }
