@@ -256,6 +256,7 @@ func TestPlatformOnCluster(t *testing.T) {
 	if res.Values["API_KEY"] != "alice-own" || res.Values["DB_PASS"] != "ns-value" {
 		t.Errorf("alice's resolved secrets: %v", res.Values)
 	}
+	res = api.ResolvedSecrets{} // Unmarshal into a map adds to it: start empty
 	_ = json.Unmarshal(p.want(p.do(p.url, "GET", "/secrets/values?namespace="+shared, bobU.Token, nil), 200, "bob resolves").body, &res)
 	if _, ok := res.Values["API_KEY"]; ok || res.Values["DB_PASS"] != "" {
 		t.Errorf("viewer bob's resolved secrets hold alice's or the namespace's: %v", res.Values)
