@@ -20,6 +20,7 @@ import (
 	"github.com/devtool/devtool/internal/dev"
 	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // Options are the inputs of `devtool up`.
@@ -43,12 +44,17 @@ type Options struct {
 	Command     string   // --command
 	ForceDeploy bool
 	Reset       bool
+	// AllowOutside allows sync folders outside the project folder (and, for the deploy up may
+	// run first, host volumes outside it), as deploy's flag of the same name.
+	AllowOutside bool
+	// PortFree probes a forward's local port before anything is changed (dev.PortFree).
+	PortFree func(port int) error
 }
 
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ),
-		Getenv: f.Getenv, Logger: f.Logger, Deploy: deployEnvironment, Agent: agentSource(f.Getenv)}
+		Getenv: f.Getenv, Logger: f.Logger, Deploy: deployEnvironment, Agent: agentSource(f.Getenv), PortFree: dev.PortFree}
 	cmd := &cobra.Command{
 		Use:   "up [devName]",
 		Short: "Replace a service by a dev container: synced files, forwards, a shell",
@@ -66,7 +72,15 @@ the dev container stays active afterwards ('devtool exec' works) until 'devtool 
 
 When the connection drops (the pod was deleted, the API server restarted) up reconnects and every
 forward answers again on the same local port. When the original is redeployed the dev container is
-rebuilt from it.`,
+rebuilt from it.
+
+Before it changes anything in the cluster (and before the deploy it may run first), up checks the
+dev entry: each sync folder's local side is an existing folder inside the project (one outside
+needs --allow-outside-volumes) and its remote side a clean absolute path that is not the root or a
+system folder and neither repeats nor nests in another; no local forward port or remote reverse
+port twice, and every local forward port free; environment names valid; the image reference
+parses; resource limits not below requests; the workdir absolute and clean. A problem is reported
+with its file, line and field, and up exits with code 2.`,
 		Example: `  devtool up
   devtool up api --env LOG_LEVEL=debug --command "npm run dev"
   devtool up web --namespace dev --deploy`,
@@ -90,6 +104,7 @@ rebuilt from it.`,
 	cmd.Flags().StringVar(&opts.Command, "command", "", "the command to run in the dev container (default: the dev entry's, else sh)")
 	cmd.Flags().BoolVar(&opts.ForceDeploy, "deploy", false, "deploy the environment first, even when it is deployed")
 	cmd.Flags().BoolVar(&opts.Reset, "reset", false, "forget the sync state: compare every file anew (differences kept as conflicts)")
+	cmd.Flags().BoolVar(&opts.AllowOutside, strings.TrimPrefix(dev.OutsideFlag, "--"), false, "sync folders outside the project folder (and copy such host volumes into images if up deploys first)")
 	return cmd
 }
 
@@ -97,8 +112,11 @@ func parseEnv(list []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, e := range list {
 		k, v, ok := strings.Cut(e, "=")
-		if !ok || k == "" || strings.ContainsAny(k, " \t") {
-			return nil, fmt.Errorf("--env %q: expected NAME=value", e)
+		if !ok {
+			return nil, fmt.Errorf("--env %s: expected NAME=value", yamlsrc.Quote(e))
+		}
+		if err := dev.EnvFlagError(k, v); err != nil {
+			return nil, err
 		}
 		out[k] = v
 	}
@@ -129,6 +147,16 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 	for _, w := range p.Warnings {
 		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
 	}
+	env, err := parseEnv(opts.SetEnv)
+	if err != nil {
+		return nil, cmdutil.FlagErrorf("%v", err)
+	}
+	// The whole entry is checked before anything is deployed, scaled or created (the local
+	// ports once the lock is held: a running up of this entry holds them, and the lock says so).
+	check := dev.CheckOptions{ProjectDir: p.Dir, AllowOutside: opts.AllowOutside, Env: env}
+	if err := dev.Validate(d, check); err != nil {
+		return nil, &cmdutil.InputError{Err: err}
+	}
 	home, err := contexts.HomeDir(opts.Getenv)
 	if err != nil {
 		return nil, err
@@ -150,6 +178,12 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 			sd.Unlock()
 		}
 	}()
+	if opts.PortFree != nil && len(d.Forward) > 0 {
+		check.PortFree = opts.PortFree
+		if err := dev.Validate(d, check); err != nil {
+			return nil, &cmdutil.InputError{Err: err}
+		}
+	}
 	logf, err := os.OpenFile(sd.LogFile(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -177,7 +211,6 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 			return nil, err
 		}
 	}
-	env, _ := parseEnv(opts.SetEnv)
 	u := &dev.Up{Kube: t.Kube, Namespace: t.Namespace, Dev: d, Env: env, State: sd, Agent: opts.Agent, Logger: logger, LazyInstall: true}
 	ok = true
 	return &prepared{project: p, dev: u, state: sd, target: t, log: logf}, nil
@@ -191,7 +224,7 @@ func deployEnvironment(ctx context.Context, opts *Options, p *dev.Project, t *cm
 		printed[w] = true
 	}
 	d := &environment.Deployer{Env: p.Env, Target: t, Environ: opts.Environ, Getenv: opts.Getenv, Logger: opts.Logger,
-		Wait: true, Timeout: 5 * time.Minute, Out: opts.IO.ErrOut,
+		AllowOutsideVolumes: opts.AllowOutside, Wait: true, Timeout: 5 * time.Minute, Out: opts.IO.ErrOut,
 		Warn: func(w string) {
 			if !printed[w] {
 				fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
