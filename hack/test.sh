@@ -16,6 +16,7 @@ for target in darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do
 done
 step "vet"; make --no-print-directory vet
 step "unit tests"; go test -race -count=1 ./... 2>&1 | tee /tmp/devtool-unit.log
+step "fuzz"; hack/fuzz.sh 2>&1 | tee /tmp/devtool-fuzz.log
 
 # DEVTOOL_TEST_KUBECONFIG points the integration tests at another cluster; otherwise they use the local one.
 if [ -z "${DEVTOOL_TEST_KUBECONFIG:-}" ]; then
