@@ -290,8 +290,13 @@ func (c *checker) environment() {
 	}
 	slices.Sort(flags)
 	for _, k := range flags {
-		if err := EnvFlagError(k, c.o.Env[k]); err != nil {
-			c.errs = append(c.errs, &yamlsrc.Error{Field: "--env", Msg: err.Error()})
+		msg := EnvNameError(k)
+		if msg == "" && strings.ContainsRune(c.o.Env[k], 0) {
+			msg = "the value of " + k + " contains a NUL byte"
+		}
+		if msg != "" {
+			// Printed as "--env: <message>" (a flag has no line).
+			c.errs = append(c.errs, &yamlsrc.Error{Pos: yamlsrc.Position{File: "--env"}, Msg: msg})
 		}
 	}
 }

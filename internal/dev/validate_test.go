@@ -101,7 +101,7 @@ func TestValidate(t *testing.T) {
 		{name: "empty env name", entry: "    environment: {\"\": x}\n", line: 3, want: "empty"},
 		{name: "spaced env name", entry: "    environment:\n      A B: x\n", line: 4, field: "dev.web.environment.A B", want: "not a valid"},
 		{name: "NUL in an env value", entry: "    environment: {A: \"a\\0b\"}\n", line: 3, want: "NUL byte"},
-		{name: "--env name", entry: "    image: x\n", opts: func(o *CheckOptions) { o.Env = map[string]string{"A B": "1"} }, field: "--env", want: "not a valid"},
+		{name: "--env name", entry: "    image: x\n", opts: func(o *CheckOptions) { o.Env = map[string]string{"A B": "1"} }, want: `--env: "A B" is not a valid`},
 		{name: "empty image", entry: "    image: \"\"\n", line: 3, field: "dev.web.image", want: "found an empty string"},
 		{name: "a 1 MB image name", entry: "    image: " + strings.Repeat("a", 1<<20) + "\n", line: 3, field: "dev.web.image", want: "a name of 1048576 bytes"},
 		{name: "image with upper case", entry: "    image: Busybox\n", line: 3, want: "must be lowercase"},
