@@ -9,7 +9,7 @@ AGENT_LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT)
 LDFLAGS := $(AGENT_LDFLAGS) -X $(PKG).Date=$(DATE)
 GO      ?= go
 
-.PHONY: help build agent install test test-unit test-integration vet deps cluster-build cluster-up cluster-down demo platform-bin platform-up platform-down
+.PHONY: help build agent install test test-unit test-integration fuzz vet deps cluster-build cluster-up cluster-down demo platform-bin platform-up platform-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -41,7 +41,10 @@ test-unit: ## unit tests: no root, no cluster
 test-integration: ## integration tests against the running local cluster (or KUBECONFIG)
 	$(GO) test -tags integration -count=1 -timeout 30m ./...
 
-test: ## everything: deps, vet, unit tests, local cluster, integration tests (stops the cluster it started)
+fuzz: ## every fuzz target for FUZZTIME each (default 60s), as CI runs them
+	hack/fuzz.sh
+
+test: ## everything: deps, vet, unit tests, fuzz, local cluster, integration tests (stops the cluster it started)
 	hack/test.sh
 
 deps: ## install what the tests need (Debian packages, Go modules, cluster binaries)

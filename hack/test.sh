@@ -16,6 +16,7 @@ for target in darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do
 done
 step "vet"; make --no-print-directory vet
 step "unit tests"; go test -race -count=1 ./... 2>&1 | tee /tmp/devtool-unit.log
+step "fuzz"; hack/fuzz.sh 2>&1 | tee /tmp/devtool-fuzz.log
 
 # DEVTOOL_TEST_KUBECONFIG points the integration tests at another cluster; otherwise they use the local one.
 if [ -z "${DEVTOOL_TEST_KUBECONFIG:-}" ]; then
@@ -26,6 +27,9 @@ if [ -z "${DEVTOOL_TEST_KUBECONFIG:-}" ]; then
   fi
   export DEVTOOL_TEST_KUBECONFIG=$KUBECONFIG_OUT
 fi
+# The platform server (2 replicas) for the platform's integration and e2e tests: they find it through
+# $STATE/platform-url, platform-ca.crt and platform-admin-token.
+step "platform up"; KUBECONFIG=$DEVTOOL_TEST_KUBECONFIG hack/platform.sh up
 step "integration tests"
 go test -tags integration -count=1 -timeout 40m ./... 2>&1 | tee /tmp/devtool-integration.log
 step "done"

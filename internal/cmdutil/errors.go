@@ -17,6 +17,9 @@ const (
 // FlagError is a usage mistake (exit 2).
 type FlagError = errs.FlagError
 
+// InputError is bad input found before anything was attempted (exit 2, no usage line).
+type InputError = errs.InputError
+
 // UserError is a failure the user can fix; Hint tells them how.
 type UserError = errs.UserError
 

@@ -124,9 +124,12 @@ func Activate(ctx context.Context, o ActivateOptions) (*Active, error) {
 		}
 	}
 	fail := func(err error) (*Active, error) {
-		if !errors.Is(err, context.Canceled) && ctx.Err() == nil {
-			undo(createdPVC)
+		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+			// Interrupted: nothing is undone (a second Ctrl-C must not wait on it), so the
+			// original may stay at zero replicas; the error says so and how to restore it.
+			return nil, &InterruptedError{Dev: d.Name, Original: orig.String(), Err: err}
 		}
+		undo(createdPVC)
 		return nil, err
 	}
 	if err := markOriginal(ctx, cs, ns, orig, d.Name, digest); err != nil {
@@ -144,6 +147,21 @@ func Activate(ctx context.Context, o ActivateOptions) (*Active, error) {
 	}
 	return &Active{Original: orig, Mirror: mirror, Digest: digest, Pod: pod, PodUID: uid, Container: container}, nil
 }
+
+// InterruptedError is an activation cancelled after it began to scale the original to zero:
+// the original may stay at zero replicas until `devtool down` restores it. It unwraps to the
+// cancellation.
+type InterruptedError struct {
+	Dev      string
+	Original string // Kind/name
+	Err      error
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("dev %s: interrupted while activating: %s may stay at zero replicas; 'devtool down %s' restores it", e.Dev, e.Original, e.Dev)
+}
+
+func (e *InterruptedError) Unwrap() error { return e.Err }
 
 // VolumeDeleteWait bounds how long up waits for a dev volume being deleted to be gone.
 var VolumeDeleteWait = 2 * time.Minute

@@ -440,14 +440,22 @@ func applySecurityContext(c *corev1.Container, pod *corev1.PodSpec, s *manifest.
 // (an image's ENTRYPOINT that the Compose file does not repeat is not known here: such a service's
 // dev command is its command alone). No command in the file: a shell on a terminal, as with a
 // devtool.yml dev entry without one.
+//
+// Every host volume becomes a sync folder here; SyncableFolders then keeps those up can sync.
 func FromCompose(s *compose.Service) *manifest.Dev {
-	d := &manifest.Dev{Name: s.Name, Workdir: s.WorkingDir}
+	// Compose takes container paths as Docker does, cleaned ("/app/" is /app).
+	d := &manifest.Dev{Name: s.Name, Workdir: cleanAbs(s.WorkingDir), Pos: s.Pos}
+	field := "services." + s.Name
+	if s.WorkingDir != "" {
+		d.SetSource("workdir", s.Pos, field+".working_dir")
+	}
 	if len(s.Entrypoint) > 0 || len(s.Command) > 0 {
 		d.Command = append(append([]string(nil), s.Entrypoint...), s.Command...)
 	}
-	for _, v := range s.Volumes {
+	for i, v := range s.Volumes {
 		if v.Kind == compose.VolumeHost {
-			d.Sync = append(d.Sync, manifest.Sync{Local: v.Source, Remote: v.Target})
+			d.SetSource(fmt.Sprintf("sync[%d]", len(d.Sync)), v.Pos, fmt.Sprintf("%s.volumes[%d]", field, i))
+			d.Sync = append(d.Sync, manifest.Sync{Local: v.Source, Remote: cleanAbs(v.Target), ReadOnly: v.ReadOnly})
 		}
 	}
 	seen := map[int32]bool{}
@@ -458,7 +466,18 @@ func FromCompose(s *compose.Service) *manifest.Dev {
 		}
 	}
 	sort.Slice(d.Forward, func(i, j int) bool { return d.Forward[i].Local < d.Forward[j].Local })
+	for i := range d.Forward {
+		d.SetSource(fmt.Sprintf("forward[%d]", i), s.Pos, field+".ports")
+	}
 	return d
+}
+
+// cleanAbs cleans an absolute container path and leaves any other as it is.
+func cleanAbs(p string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	return p
 }
 
 // replicasAnnotation parses the recorded replica count.

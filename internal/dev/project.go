@@ -28,6 +28,9 @@ type Project struct {
 	Warnings    []string
 	// Env is the loaded environment (what environment.Deployer deploys).
 	Env *environment.Environment
+	// leftOut is, by dev entry made from Compose, the warning naming the host volumes that are
+	// not sync folders (SyncableFolders); LoadDev adds the selected entry's to Warnings.
+	leftOut map[string]string
 }
 
 // LoadProject loads the folder's environment through environment.Load (the one loader every
@@ -42,7 +45,14 @@ func LoadProject(o environment.Options) (*Project, error) {
 	if env.IsCompose() {
 		p := &Project{Dir: env.Dir, File: env.File, Name: env.Name, FromCompose: true, Warnings: env.Warnings, Env: env}
 		for _, s := range env.Compose.Project.Services {
-			p.Devs = append(p.Devs, FromCompose(s))
+			d := FromCompose(s)
+			if left := SyncableFolders(d, p.Dir); len(left) > 0 {
+				if p.leftOut == nil {
+					p.leftOut = map[string]string{}
+				}
+				p.leftOut[d.Name] = fmt.Sprintf("service %s: up syncs only folders of the project; these host volumes are not synced: %s", d.Name, strings.Join(left, ", "))
+			}
+			p.Devs = append(p.Devs, d)
 		}
 		return p, nil
 	}
@@ -78,7 +88,8 @@ func (p *Project) Select(name string) (*manifest.Dev, error) {
 	}
 	names := p.Names()
 	sort.Strings(names)
-	return nil, fmt.Errorf("%s has no dev container %q (it has %s)", filepath.Base(p.File), name, strings.Join(names, ", "))
+	// A name the file does not have is a usage mistake (exit 2): nothing was attempted.
+	return nil, errs.FlagErrorf("%s has no dev container %q (it has %s)", filepath.Base(p.File), name, strings.Join(names, ", "))
 }
 
 // LoadOptions are the inputs of LoadDev, the first step of every dev command.
@@ -123,6 +134,9 @@ func LoadDev(o LoadOptions) (*Selection, error) {
 			err = errs.WithHint(err, o.Usage)
 		}
 		return nil, err
+	}
+	if w, ok := p.leftOut[d.Name]; ok {
+		p.Warnings = append(p.Warnings, w)
 	}
 	s := &Selection{Project: p, Dev: d}
 	if o.Target != nil {

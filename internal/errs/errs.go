@@ -36,6 +36,14 @@ func FlagErrorf(format string, args ...any) error {
 	return &FlagError{Err: fmt.Errorf(format, args...)}
 }
 
+// InputError is bad input found before anything was attempted: a value of a file or a flag
+// that a command checks before it changes anything (`up` validating a dev entry). main prints
+// it and exits 2, like a FlagError, without the usage line (the error names the file and field).
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
 // UserError is a failure the user can fix; Hint tells them how.
 type UserError struct {
 	Err  error
@@ -60,6 +68,7 @@ func (e *AuthError) Unwrap() error { return e.Err }
 // ExitCode maps an error returned by a command to the process exit code.
 func ExitCode(err error) int {
 	var fe *FlagError
+	var ie *InputError
 	var ae *AuthError
 	var es *ExitStatus
 	switch {
@@ -69,7 +78,7 @@ func ExitCode(err error) int {
 		return es.Code
 	case errors.Is(err, context.Canceled):
 		return ExitCancelled
-	case errors.As(err, &fe):
+	case errors.As(err, &fe), errors.As(err, &ie):
 		return ExitUsage
 	case errors.As(err, &ae), apierrors.IsUnauthorized(err):
 		return ExitAuth

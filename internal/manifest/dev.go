@@ -34,6 +34,7 @@ func (p *parser) dev(e yamlsrc.Entry, field string) *Dev {
 		switch de.Key {
 		case "image":
 			d.Image, _ = p.Str(de.Val, f)
+			d.SetSource("image", p.Pos(yamlsrc.Deref(de.Val)), f)
 		case "command":
 			d.Command = p.Command(de.Val, f)
 		case "workdir":
@@ -42,17 +43,18 @@ func (p *parser) dev(e yamlsrc.Entry, field string) *Dev {
 					p.Errorf(de.Val, f, "expected an absolute path in the container, found %q", s)
 				}
 				d.Workdir = s
+				d.SetSource("workdir", p.Pos(yamlsrc.Deref(de.Val)), f)
 			}
 		case "sync":
-			d.Sync = p.syncs(de.Val, f)
+			d.Sync = p.syncs(d, de.Val, f)
 		case "forward":
-			d.Forward = p.forwards(de.Val, f)
+			d.Forward = p.forwards(d, de.Val, f)
 		case "reverse":
-			d.Reverse = p.reverses(de.Val, f)
+			d.Reverse = p.reverses(d, de.Val, f)
 		case "environment":
-			d.Environment = p.environment(de.Val, f)
+			d.Environment = p.environment(d, de.Val, f)
 		case "resources":
-			d.Resources = p.resources(de.Val, f)
+			d.Resources = p.resources(d, de.Val, f)
 		case "securityContext":
 			d.SecurityContext = p.securityContext(de.Val, f)
 		case "persistentVolume":
@@ -99,18 +101,26 @@ func (p *parser) devServices(n *yaml.Node, field string) []string {
 
 // environment reads a list of NAME=value or a map; a bare NAME takes its value from the
 // variable sources and is dropped when they do not define it.
-func (p *parser) environment(n *yaml.Node, field string) map[string]string {
+func (p *parser) environment(d *Dev, n *yaml.Node, field string) map[string]string {
 	kvs, _ := p.KeyValues(n, field)
 	if len(kvs) == 0 {
 		return nil
 	}
+	list := yamlsrc.Deref(n).Kind == yaml.SequenceNode
 	out := map[string]string{}
-	for _, e := range kvs {
+	for i, e := range kvs {
+		f := yamlsrc.Join(field, e.Key)
+		if list {
+			f = yamlsrc.Index(field, i)
+		}
 		if e.HasValue {
 			out[e.Key] = e.Value
 		} else if v, ok := p.Lookup(e.Key); ok {
 			out[e.Key] = v
+		} else {
+			continue
 		}
+		d.SetSource(yamlsrc.Join("environment", e.Key), p.Pos(e.Node), f)
 	}
 	return out
 }
@@ -136,7 +146,7 @@ func (p *parser) itemStrings(n *yaml.Node, field, what string) ([]string, []*yam
 }
 
 // syncs reads local:remote pairs; local is relative to the manifest, remote absolute.
-func (p *parser) syncs(n *yaml.Node, field string) []Sync {
+func (p *parser) syncs(d *Dev, n *yaml.Node, field string) []Sync {
 	vals, nodes := p.itemStrings(n, field, "local:remote folder pairs")
 	var out []Sync
 	for i, s := range vals {
@@ -150,13 +160,14 @@ func (p *parser) syncs(n *yaml.Node, field string) []Sync {
 			p.Errorf(nodes[i], f, "the remote folder must be an absolute path in the container, found %q", remote)
 			continue
 		}
+		d.SetSource(yamlsrc.Index("sync", len(out)), p.Pos(nodes[i]), f)
 		out = append(out, Sync{Local: p.absPath(local), Remote: remote})
 	}
 	return out
 }
 
 // forwards reads local:remote, local:service:remote, or a bare port (the same on both sides).
-func (p *parser) forwards(n *yaml.Node, field string) []Forward {
+func (p *parser) forwards(d *Dev, n *yaml.Node, field string) []Forward {
 	vals, nodes := p.itemStrings(n, field, "local:remote or local:service:remote ports")
 	var out []Forward
 	for i, s := range vals {
@@ -187,6 +198,7 @@ func (p *parser) forwards(n *yaml.Node, field string) []Forward {
 			ok = false
 		}
 		if ok {
+			d.SetSource(yamlsrc.Index("forward", len(out)), p.Pos(nodes[i]), f)
 			out = append(out, fw)
 		}
 	}
@@ -194,7 +206,7 @@ func (p *parser) forwards(n *yaml.Node, field string) []Forward {
 }
 
 // reverses reads remote:local pairs.
-func (p *parser) reverses(n *yaml.Node, field string) []Reverse {
+func (p *parser) reverses(d *Dev, n *yaml.Node, field string) []Reverse {
 	vals, nodes := p.itemStrings(n, field, "remote:local ports")
 	var out []Reverse
 	for i, s := range vals {
@@ -207,6 +219,7 @@ func (p *parser) reverses(n *yaml.Node, field string) []Reverse {
 		r, ok1 := p.portText(nodes[i], f, remote)
 		l, ok2 := p.portText(nodes[i], f, local)
 		if ok1 && ok2 {
+			d.SetSource(yamlsrc.Index("reverse", len(out)), p.Pos(nodes[i]), f)
 			out = append(out, Reverse{Remote: r, Local: l})
 		}
 	}
@@ -223,16 +236,24 @@ func (p *parser) portText(n *yaml.Node, field, s string) (int32, bool) {
 }
 
 // resources reads {requests, limits}, each {cpu, memory} as Kubernetes quantities.
-func (p *parser) resources(n *yaml.Node, field string) compose.Resources {
+func (p *parser) resources(d *Dev, n *yaml.Node, field string) compose.Resources {
 	var r compose.Resources
 	es, _ := p.Mapping(n, field)
 	for _, e := range es {
 		f := yamlsrc.Join(field, e.Key)
 		switch e.Key {
-		case "requests":
-			r.Requests = p.resourceList(e.Val, f)
-		case "limits":
-			r.Limits = p.resourceList(e.Val, f)
+		case "requests", "limits":
+			l := p.resourceList(e.Val, f)
+			for _, k := range []string{"cpu", "memory"} {
+				if pos, ok := l.pos[k]; ok {
+					d.SetSource("resources."+e.Key+"."+k, pos, yamlsrc.Join(f, k))
+				}
+			}
+			if e.Key == "requests" {
+				r.Requests = l.ResourceList
+			} else {
+				r.Limits = l.ResourceList
+			}
 		default:
 			p.Ignore(e.KeyNode, f)
 		}
@@ -240,16 +261,24 @@ func (p *parser) resources(n *yaml.Node, field string) compose.Resources {
 	return r
 }
 
-func (p *parser) resourceList(n *yaml.Node, field string) compose.ResourceList {
-	var l compose.ResourceList
+// positionedList is a resource list with where each of its values was written.
+type positionedList struct {
+	compose.ResourceList
+	pos map[string]yamlsrc.Position
+}
+
+func (p *parser) resourceList(n *yaml.Node, field string) positionedList {
+	l := positionedList{pos: map[string]yamlsrc.Position{}}
 	es, _ := p.Mapping(n, field)
 	for _, e := range es {
 		f := yamlsrc.Join(field, e.Key)
 		switch e.Key {
 		case "cpu":
 			l.CPU, _ = p.quantity(e.Val, f, "a CPU amount (for example 500m or 1)")
+			l.pos["cpu"] = p.Pos(yamlsrc.Deref(e.Val))
 		case "memory":
 			l.Memory, _ = p.quantity(e.Val, f, "a memory amount (for example 512Mi or 1Gi)")
+			l.pos["memory"] = p.Pos(yamlsrc.Deref(e.Val))
 		default:
 			p.Ignore(e.KeyNode, f)
 		}

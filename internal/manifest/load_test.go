@@ -347,6 +347,16 @@ func TestDevSection(t *testing.T) {
 			CapAdd: []string{"SYS_PTRACE"}, CapDrop: []string{"ALL"}},
 		PersistentVolume: &PersistentVolume{Enabled: true, Size: "3Gi", StorageClass: "fast"},
 		Selector:         map[string]string{"app": "web"}, Container: "main", Services: []string{"worker", "mail"}}
+	// Sources: where each value was written (up's checks name it), here four of them.
+	for rel, line := range map[string]int{"image": 3, "sync[1]": 6, "environment.A": 9, "resources.limits.memory": 12} {
+		if s := w.Source(rel); s.Pos.Line != line || s.Field != "dev.web."+rel {
+			t.Errorf("source of %s: %+v, want line %d", rel, s, line)
+		}
+	}
+	if _, ok := w.Sources["environment.FROM_SHELL"]; ok {
+		t.Errorf("a variable left out has a source")
+	}
+	want.Sources = w.Sources
 	if !reflect.DeepEqual(w, want) {
 		t.Errorf("web =\n%+v\nwant\n%+v", w, want)
 	}

@@ -141,11 +141,42 @@ type Dev struct {
 	Autocreate bool
 	// Services are the services `devtool restart` restarts (a rollout restart of their pods).
 	Services []string
+
+	// Sources says where values were written, by their path inside the entry ("image",
+	// "sync[0]", "environment.NAME", "resources.limits.cpu"), so a check made later (`up`
+	// validates the entry before touching the cluster) names the file, line and field.
+	Sources map[string]Source
+}
+
+// Source is where a value of a dev entry was written: its position and its field path as the
+// file spells it ("dev.web.sync[0]", or for an entry made from Compose "services.web.volumes[1]").
+type Source struct {
+	Pos   yamlsrc.Position
+	Field string
+}
+
+// Source returns where the value at path rel inside the entry was written; a value without a
+// recorded source is placed at the entry's name with the field dev.<name>.<rel>.
+func (d *Dev) Source(rel string) Source {
+	if s, ok := d.Sources[rel]; ok {
+		return s
+	}
+	return Source{Pos: d.Pos, Field: yamlsrc.Join(yamlsrc.Join("dev", d.Name), rel)}
+}
+
+// SetSource records where the value at path rel inside the entry was written.
+func (d *Dev) SetSource(rel string, pos yamlsrc.Position, field string) {
+	if d.Sources == nil {
+		d.Sources = map[string]Source{}
+	}
+	d.Sources[rel] = Source{Pos: pos, Field: field}
 }
 
 // Sync is one local:remote folder pair; Local is absolute.
 type Sync struct {
 	Local, Remote string
+	// ReadOnly is set for a Compose host volume mounted :ro (an entry made from Compose).
+	ReadOnly bool
 }
 
 // Forward is local:remote (Service "") or local:service:remote.

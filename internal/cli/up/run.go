@@ -19,7 +19,14 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	defer p.state.Unlock()
 	defer p.log.Close()
-	return runSession(ctx, opts, p)
+	err = runSession(ctx, opts, p)
+	// Ctrl-C while the dev container was being activated: the original may be at zero
+	// replicas. main prints "Interrupted."; say first what is left and how to restore it.
+	var ie *dev.InterruptedError
+	if errors.As(err, &ie) {
+		fmt.Fprintf(opts.IO.ErrOut, "%s may be left at zero replicas (the dev container %s was being activated): 'devtool down %s' restores it.\n", ie.Original, ie.Dev, ie.Dev)
+	}
+	return err
 }
 
 // runSession runs the session (dev.Up.Run) and says on stderr what happens: every state change

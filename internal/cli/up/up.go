@@ -19,6 +19,7 @@ import (
 	"github.com/devtool/devtool/internal/dev"
 	"github.com/devtool/devtool/internal/environment"
 	"github.com/devtool/devtool/internal/iostreams"
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // Options are the inputs of `devtool up`.
@@ -43,12 +44,14 @@ type Options struct {
 	ForceDeploy bool
 	Reset       bool
 	Force       bool // --force: take the dev container over from another up
+	// PortFree probes a forward's local port before anything is changed (dev.PortFree).
+	PortFree func(port int) error
 }
 
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ),
-		Getenv: f.Getenv, Logger: f.Logger, Deploy: deployEnvironment, Agent: agentSource(f.Getenv)}
+		Getenv: f.Getenv, Logger: f.Logger, Deploy: deployEnvironment, Agent: agentSource(f.Getenv), PortFree: dev.PortFree}
 	cmd := &cobra.Command{
 		Use:   "up [devName]",
 		Short: "Replace a service by a dev container: synced files, forwards, a shell",
@@ -72,7 +75,16 @@ A dev container has one owner: the up holding its lease (Lease devtool-dev-<name
 runs, expired 30s after an up died). An up from another machine, home or folder is refused, naming
 the holder (user@host, folder, since when); --force takes the dev container over and the other up
 stops. Each machine's SSH key is added to the dev container's authorized keys, never put in place
-of another's.`,
+of another's.
+
+
+Before it changes anything in the cluster (and before the deploy it may run first), up checks the
+dev entry: each sync folder's local side is an existing folder inside the project (one outside
+needs --allow-outside-volumes) and its remote side a clean absolute path that is not the root or a
+system folder and neither repeats nor nests in another; no local forward port or remote reverse
+port twice, and every local forward port free; environment names valid; the image reference
+parses; resource limits not below requests; the workdir absolute and clean. A problem is reported
+with its file, line and field, and up exits with code 2.`,
 		Example: `  devtool up
   devtool up api --env LOG_LEVEL=debug --command "npm run dev"
   devtool up web --namespace dev --deploy`,
@@ -104,8 +116,11 @@ func parseEnv(list []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, e := range list {
 		k, v, ok := strings.Cut(e, "=")
-		if !ok || k == "" || strings.ContainsAny(k, " \t") {
-			return nil, fmt.Errorf("--env %q: expected NAME=value", e)
+		if !ok {
+			return nil, fmt.Errorf("--env %s: expected NAME=value", yamlsrc.Quote(e))
+		}
+		if err := dev.EnvFlagError(k, v); err != nil {
+			return nil, err
 		}
 		out[k] = v
 	}
@@ -136,6 +151,16 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 	for _, w := range p.Warnings {
 		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
 	}
+	env, err := parseEnv(opts.SetEnv)
+	if err != nil {
+		return nil, cmdutil.FlagErrorf("%v", err)
+	}
+	// The whole entry is checked before anything is deployed, scaled or created (the local
+	// ports once the lock is held: a running up of this entry holds them, and the lock says so).
+	check := dev.CheckOptions{ProjectDir: p.Dir, AllowOutside: opts.Env.AllowOutside, Env: env}
+	if err := dev.Validate(d, check); err != nil {
+		return nil, &cmdutil.InputError{Err: err}
+	}
 	home, err := contexts.HomeDir(opts.Getenv)
 	if err != nil {
 		return nil, err
@@ -157,6 +182,12 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 			sd.Unlock()
 		}
 	}()
+	if opts.PortFree != nil && len(d.Forward) > 0 {
+		check.PortFree = opts.PortFree
+		if err := dev.Validate(d, check); err != nil {
+			return nil, &cmdutil.InputError{Err: err}
+		}
+	}
 	// Rotated at a size cap, never opened through a link, never blocking on a FIFO.
 	logf, err := sd.OpenLog()
 	if err != nil {
@@ -183,7 +214,6 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 			return nil, err
 		}
 	}
-	env, _ := parseEnv(opts.SetEnv)
 	u := &dev.Up{Kube: t.Kube, Namespace: t.Namespace, Dev: d, Env: env, State: sd, Agent: opts.Agent, Logger: logger, LazyInstall: true}
 	ok = true
 	return &prepared{project: p, dev: u, state: sd, target: t, log: closerFunc(func() error { restoreKlog(); return logf.Close() })}, nil
@@ -216,7 +246,7 @@ func deployEnvironment(ctx context.Context, opts *Options, p *dev.Project, t *cm
 		printed[w] = true
 	}
 	d := &environment.Deployer{Env: p.Env, Target: t, Environ: opts.Environ, Getenv: opts.Getenv, Logger: opts.Logger,
-		Wait: true, Timeout: 5 * time.Minute, Out: opts.IO.ErrOut,
+		AllowOutsideVolumes: opts.Env.AllowOutside, Wait: true, Timeout: 5 * time.Minute, Out: opts.IO.ErrOut,
 		Warn: func(w string) {
 			if !printed[w] {
 				fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
