@@ -72,6 +72,9 @@ func runSession(ctx context.Context, opts *Options, p *prepared) error {
 		return cmdutil.WithHint(err, "run 'devtool up "+d.Name+" --force' to take it back")
 	case errors.As(err, &fwd):
 		return cmdutil.WithHint(err, "another program uses that port: change dev."+d.Name+".forward")
+	case errors.As(err, new(*dev.InterruptedError)):
+		// Ctrl-C while activating: run says what may be left; main prints "Interrupted." (exit 130).
+		return err
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		fmt.Fprintf(opts.IO.ErrOut, "Stopped. The dev container %s stays active: 'devtool exec %s -- CMD' works; 'devtool down %s' ends it\n", d.Name, d.Name, d.Name)
 		return nil
