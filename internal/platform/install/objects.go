@@ -32,8 +32,9 @@ func crd(kind, plural string, spec map[string]any, status map[string]any, column
 		"apiVersion": map[string]any{"type": "string"},
 		"kind":       map[string]any{"type": "string"},
 		"metadata":   map[string]any{"type": "object"},
-		"spec":       map[string]any{"type": "object", "properties": spec},
-		"status":     map[string]any{"type": "object", "properties": status},
+		// Unknown fields are kept: an older replica (or another install's CRD) never prunes what a newer one wrote.
+		"spec":   map[string]any{"type": "object", "properties": spec, "x-kubernetes-preserve-unknown-fields": true},
+		"status": map[string]any{"type": "object", "properties": status, "x-kubernetes-preserve-unknown-fields": true},
 	}
 	return map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -122,9 +123,12 @@ func platformRBAC(ns string) []any {
 		return metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: kind}
 	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: Name, Namespace: ns}}
+	// The cluster-scoped role and binding carry the namespace, so two installs (a test's beside the
+	// shared one) never rebind each other's ServiceAccount.
+	clusterName := Name + "-" + ns
 	return []any{
 		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(Name, ns)},
-		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: meta(Name, ""), Rules: []rbacv1.PolicyRule{
+		&rbacv1.ClusterRole{TypeMeta: tm("ClusterRole"), ObjectMeta: meta(clusterName, ""), Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"resourcequotas", "limitranges"}, Verbs: []string{"get", "create"}},
 			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
@@ -132,8 +136,8 @@ func platformRBAC(ns string) []any {
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"},
 				ResourceNames: []string{store.RolePrefix + api.RoleOwner, store.RolePrefix + api.RoleEditor, store.RolePrefix + api.RoleViewer}},
 		}},
-		&rbacv1.ClusterRoleBinding{TypeMeta: tm("ClusterRoleBinding"), ObjectMeta: meta(Name, ""),
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: Name}, Subjects: subject},
+		&rbacv1.ClusterRoleBinding{TypeMeta: tm("ClusterRoleBinding"), ObjectMeta: meta(clusterName, ""),
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterName}, Subjects: subject},
 		&rbacv1.Role{TypeMeta: tm("Role"), ObjectMeta: meta(Name, ns), Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "create", "delete", "impersonate"}},
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
