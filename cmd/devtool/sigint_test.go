@@ -5,49 +5,54 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
+// binaryPath is the devtool binary TestMain builds once for every test that runs the process
+// (skipped with -short); binaryErr says why it could not be built.
 var (
-	binaryOnce sync.Once
 	binaryPath string
 	binaryErr  error
-	binaryDir  string
 )
 
-// devtoolBinary builds ./cmd/devtool once per test run into a temporary folder.
+// devtoolBinary is the binary built by TestMain.
 func devtoolBinary(t *testing.T) string {
 	t.Helper()
-	binaryOnce.Do(func() {
-		binaryDir, binaryErr = os.MkdirTemp("", "devtool-sigint-")
-		if binaryErr != nil {
-			return
-		}
-		binaryPath = filepath.Join(binaryDir, "devtool")
-		out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput()
-		if err != nil {
-			binaryErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
+	if testing.Short() {
+		t.Skip("runs the built binary (not built with -short)")
+	}
 	if binaryErr != nil {
 		t.Fatal(binaryErr)
 	}
 	return binaryPath
 }
 
+// TestMain builds ./cmd/devtool once into a temporary folder (not with -short), runs the tests and
+// removes it.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	var dir string
+	if !testing.Short() {
+		dir, binaryErr = os.MkdirTemp("", "devtool-cmd-test-")
+		if binaryErr == nil {
+			binaryPath = filepath.Join(dir, "devtool")
+			if out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput(); err != nil {
+				binaryErr = fmt.Errorf("go build: %v\n%s", err, out)
+			}
+		}
+	}
 	code := m.Run()
-	if binaryDir != "" {
-		os.RemoveAll(binaryDir)
+	if dir != "" {
+		os.RemoveAll(dir)
 	}
 	os.Exit(code)
 }

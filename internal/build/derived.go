@@ -22,7 +22,9 @@ import (
 )
 
 // HostFolder is a Compose host volume: the host folder Source (absolute) added to the image at the
-// container path Target (absolute).
+// container path Target (absolute). Source may also be a single regular file (a bind mount of one
+// configuration file, as supabase's vector.yml): it is added at Target itself. A link is followed;
+// the caller has checked where it leads (internal/projectpath).
 type HostFolder struct {
 	Source, Target string
 }
@@ -43,8 +45,8 @@ func DerivedImage(ctx context.Context, base, repo string, folders []HostFolder) 
 		}
 		if st, err := os.Stat(f.Source); err != nil {
 			return "", fmt.Errorf("host volume: %w", err)
-		} else if !st.IsDir() {
-			return "", fmt.Errorf("host volume %s is not a folder", f.Source)
+		} else if !st.IsDir() && !st.Mode().IsRegular() {
+			return "", fmt.Errorf("host volume %s is neither a folder nor a regular file (%s)", f.Source, st.Mode().Type())
 		}
 	}
 	baseRef, err := parseRef(base)
@@ -65,8 +67,7 @@ func DerivedImage(ctx context.Context, base, repo string, folders []HostFolder) 
 	h := sha256.New()
 	fmt.Fprintf(h, "devtool-derived-1\nbase %s\n", baseDigest)
 	for _, f := range sorted {
-		fmt.Fprintf(h, "folder %q %q\n", f.Source, f.Target)
-		if err := hashTree(ctx, h, f.Source, nil); err != nil {
+		if err := hashHostVolume(ctx, h, f); err != nil {
 			return "", err
 		}
 	}
@@ -97,6 +98,25 @@ func DerivedImage(ctx context.Context, base, repo string, folders []HostFolder) 
 	return ref, nil
 }
 
+// hashHostVolume adds one host volume to the derived image's tag: a folder's tree, or a single
+// file's mode and content.
+func hashHostVolume(ctx context.Context, h io.Writer, f HostFolder) error {
+	st, err := os.Stat(f.Source)
+	if err != nil {
+		return fmt.Errorf("host volume: %w", err)
+	}
+	if st.IsDir() {
+		fmt.Fprintf(h, "folder %q %q\n", f.Source, f.Target)
+		return hashTree(ctx, h, f.Source, nil)
+	}
+	sum, err := fileDigest(ctx, f.Source)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(h, "file %q %q %s %s\n", f.Source, f.Target, st.Mode(), sum)
+	return nil
+}
+
 func parseRef(ref string) (name.Reference, error) {
 	var opts []name.Option
 	if isLoopbackRegistry(registryOf(ref)) {
@@ -113,7 +133,8 @@ func describeFolders(fs []HostFolder) string {
 	return strings.Join(parts, " ")
 }
 
-// writeFoldersTar writes each folder's files under its target path, parents included, owned by root.
+// writeFoldersTar writes each folder's files under its target path (a single file at its target
+// path), parents included, owned by root.
 func writeFoldersTar(w io.Writer, folders []HostFolder) error {
 	tw := tar.NewWriter(w)
 	seen := map[string]bool{}
@@ -130,10 +151,23 @@ func writeFoldersTar(w io.Writer, folders []HostFolder) error {
 	}
 	for _, f := range folders {
 		target := strings.TrimPrefix(path.Clean(f.Target), "/")
+		st, err := os.Stat(f.Source)
+		if err != nil {
+			return fmt.Errorf("host volume: %w", err)
+		}
+		if !st.IsDir() {
+			if err := parents(path.Dir(target)); err != nil {
+				return err
+			}
+			if err := addFile(tw, f.Source, target, st); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := parents(target); err != nil {
 			return err
 		}
-		err := walkContext(f.Source, nil, func(rel, abs string, de fs.DirEntry) error {
+		err = walkContext(f.Source, nil, func(rel, abs string, de fs.DirEntry) error {
 			hdr, info, err := entryHeader(abs, de)
 			if hdr == nil || err != nil {
 				return err
@@ -153,4 +187,18 @@ func writeFoldersTar(w io.Writer, folders []HostFolder) error {
 		}
 	}
 	return tw.Close()
+}
+
+// addFile writes the regular file src (st: its os.Stat, links followed) at name, owned by root.
+func addFile(tw *tar.Writer, src, name string, st fs.FileInfo) error {
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("host volume %s is neither a folder nor a regular file (%s)", src, st.Mode().Type())
+	}
+	hdr, err := tar.FileInfoHeader(st, "")
+	if err != nil {
+		return err
+	}
+	hdr.Name = name
+	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+	return addToTar(tw, hdr, src, st)
 }

@@ -47,3 +47,27 @@ func TestDerivedImage(t *testing.T) {
 		t.Errorf("changed content %q", f["usr/share/www/index.html"])
 	}
 }
+
+// TestDerivedImageSingleFile: a host volume that is one file is added at its target path (a
+// Compose bind mount of a configuration file), and a change to it changes the tag.
+func TestDerivedImageSingleFile(t *testing.T) {
+	needDaemons(t)
+	ctx := context.Background()
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"vector.yml": "sources: {}\n"})
+	repo := env.regHost + "/ns/proj-vector"
+	folders := []HostFolder{{Source: filepath.Join(src, "vector.yml"), Target: "/etc/vector/vector.yml"}}
+	ref, err := DerivedImage(ctx, env.busyboxBase, repo, folders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := imageFiles(t, ref)
+	if files["etc/vector/vector.yml"] != "sources: {}\n" {
+		t.Fatalf("derived image's etc/vector/vector.yml: %q", files["etc/vector/vector.yml"])
+	}
+	writeFiles(t, src, map[string]string{"vector.yml": "sources: {a: 1}\n"})
+	changed, err := DerivedImage(ctx, env.busyboxBase, repo, folders)
+	if err != nil || changed == ref {
+		t.Fatalf("changed file kept %s (%v)", changed, err)
+	}
+}

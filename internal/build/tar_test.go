@@ -94,3 +94,31 @@ srv/app/sub/b.txt 0 644 "" 0:0 "":"" "bb"
 		t.Errorf("folders tar:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestWriteFoldersTarSingleFile: a bind mount of one file (supabase's vector.yml) is baked in at
+// its target path, its parents made, through a link to it too; a FIFO is refused, not read.
+func TestWriteFoldersTarSingleFile(t *testing.T) {
+	dir := tarSource(t)
+	if err := os.Chmod(filepath.Join(dir, "a.txt"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	folders := []HostFolder{{Source: filepath.Join(dir, "a.txt"), Target: "/etc/vector/vector.yml"},
+		{Source: filepath.Join(dir, "link"), Target: "/etc/vector/linked.yml"}}
+	if err := writeFoldersTar(&buf, folders); err != nil {
+		t.Fatal(err)
+	}
+	want := `etc/ 5 755 "" 0:0 "":"" ""
+etc/vector/ 5 755 "" 0:0 "":"" ""
+etc/vector/vector.yml 0 640 "" 0:0 "":"" "a"
+etc/vector/linked.yml 0 640 "" 0:0 "":"" "a"
+`
+	if got := tarListing(t, buf.Bytes()); got != want {
+		t.Errorf("single-file tar:\n%s\nwant:\n%s", got, want)
+	}
+	buf.Reset()
+	err := writeFoldersTar(&buf, []HostFolder{{Source: filepath.Join(dir, "pipe"), Target: "/etc/pipe"}})
+	if err == nil || !strings.Contains(err.Error(), "neither a folder nor a regular file") {
+		t.Errorf("a FIFO: %v", err)
+	}
+}

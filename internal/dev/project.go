@@ -70,7 +70,7 @@ func (p *Project) Names() []string {
 }
 
 // Select picks the dev entry named name, or the only one when name is "". With several and no
-// name it returns an error listing them (the command prompts first when it can).
+// name it returns a usage error (exit 2) listing them (the command prompts first when it can).
 func (p *Project) Select(name string) (*manifest.Dev, error) {
 	if len(p.Devs) == 0 {
 		return nil, fmt.Errorf("%s has no dev section: add one (dev: {web: {sync: [.:/app]}}) to develop a service", filepath.Base(p.File))
@@ -79,7 +79,8 @@ func (p *Project) Select(name string) (*manifest.Dev, error) {
 		if len(p.Devs) == 1 {
 			return p.Devs[0], nil
 		}
-		return nil, fmt.Errorf("%s has %d dev containers (%s): name one, for example 'devtool up %s'", filepath.Base(p.File), len(p.Devs), strings.Join(p.Names(), ", "), p.Devs[0].Name)
+		// Nothing was attempted: a missing argument is a usage mistake, as an unknown name is.
+		return nil, errs.FlagErrorf("%s has %d dev containers (%s) and none was named: name one", filepath.Base(p.File), len(p.Devs), strings.Join(p.Names(), ", "))
 	}
 	for _, d := range p.Devs {
 		if d.Name == name {
@@ -130,8 +131,8 @@ func LoadDev(o LoadOptions) (*Selection, error) {
 	}
 	d, err := p.Select(name)
 	if err != nil {
-		if o.Usage != "" {
-			err = errs.WithHint(err, o.Usage)
+		if o.Usage != "" && len(p.Devs) > 0 {
+			err = errs.WithHint(err, fmt.Sprintf("run '%s' with NAME one of: %s", o.Usage, strings.Join(p.Names(), ", ")))
 		}
 		return nil, err
 	}

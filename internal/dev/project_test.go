@@ -64,7 +64,8 @@ func TestLoadDev(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(dir, "other.yml"), []byte("services:\n  solo:\n    image: busybox\n"), 0o644)
 	env := environment.Options{Dir: dir, Environ: map[string]string{}}
 	_, err := LoadDev(LoadOptions{Env: env, Usage: "devtool down NAME"})
-	if err == nil || !strings.Contains(err.Error(), "2 dev containers") || errs.Hint(err) != "devtool down NAME" {
+	if err == nil || !strings.Contains(err.Error(), "2 dev containers (api, worker) and none was named") ||
+		errs.Hint(err) != "run 'devtool down NAME' with NAME one of: api, worker" || errs.ExitCode(err) != errs.ExitUsage {
 		t.Errorf("several, no name: %v (hint %q)", err, errs.Hint(err))
 	}
 	var offered []string
