@@ -221,7 +221,7 @@ func TestIssue18(t *testing.T) {
 			args: dry, code: cmdutil.ExitError, stderr: []string{"compose.yml:7", "expected a list of routes, found a mapping"}},
 		{name: "messages: compose-go's dotenv warning through our logger",
 			files: map[string]string{"compose.yml": compose("    env_file: app.env\n"), "app.env": "A=${NOT_SET_ANYWHERE}\n"},
-			args: dry, stderr: []string{"level=WARN", "NOT_SET_ANYWHERE"}, notErr: []string{"level=warning"}},
+			args:  dry, stderr: []string{"level=WARN", "NOT_SET_ANYWHERE"}, notErr: []string{"level=warning"}},
 		{name: "messages: help says what the tool is for", args: []string{"--help"},
 			stdout: []string{"development environments on Kubernetes", "dev container", "two-way sync"}},
 	}
