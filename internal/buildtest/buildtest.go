@@ -139,6 +139,17 @@ func StartBuildkitd(insecureRegistries ...string) (addr string, stop func(), err
 // PushBusyboxBase makes a small base image without any daemon: Debian's static /bin/busybox with its
 // applet links, in one layer on an empty image.
 func PushBusyboxBase(ref string) (string, error) {
+	return pushBusybox(ref, nil)
+}
+
+// PushSleepingBusybox is PushBusyboxBase whose entrypoint sleeps for an hour whatever the arguments
+// (a Compose command: becomes arguments it ignores): a stand-in for a real-world service's image
+// whose container stays running, as the real one would.
+func PushSleepingBusybox(ref string) (string, error) {
+	return pushBusybox(ref, []string{"/bin/sh", "-c", "exec sleep 3600", "stand-in"})
+}
+
+func pushBusybox(ref string, entrypoint []string) (string, error) {
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
 		return "", fmt.Errorf("busybox-static not installed: %w", err)
@@ -180,6 +191,9 @@ func PushBusyboxBase(ref string) (string, error) {
 	cf.OS, cf.Architecture = "linux", "amd64"
 	cf.Config.Env = []string{"PATH=/bin"}
 	cf.Config.Cmd = []string{"/bin/sh"}
+	if entrypoint != nil {
+		cf.Config.Entrypoint, cf.Config.Cmd = entrypoint, nil
+	}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return "", err
 	}

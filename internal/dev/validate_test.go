@@ -108,6 +108,8 @@ func TestValidate(t *testing.T) {
 		{name: "image with a space", entry: "    image: a b\n", line: 3, want: "image reference"},
 		{name: "limit below request", entry: "    resources:\n      requests: {cpu: 500m}\n      limits: {cpu: 100m, memory: 1Gi}\n", line: 5, field: "dev.web.resources.limits.cpu", want: "below the request"},
 		{name: "memory limit below request", entry: "    resources:\n      limits:\n        memory: 1Mi\n      requests:\n        memory: 1Gi\n", line: 5, want: "memory limit 1Mi is below the request 1Gi"},
+		{name: "relative remote folder", entry: "    sync: [./src:app]\n", line: 3, field: "dev.web.sync[0]", want: `expected an absolute path in the container, found "app"`},
+		{name: "relative workdir", entry: "    workdir: app\n", line: 3, field: "dev.web.workdir", want: `expected an absolute path in the container, found "app"`},
 		{name: "workdir not clean", entry: "    workdir: /app/../x\n", line: 3, field: "dev.web.workdir", want: `(write "/x")`},
 		{name: "every problem at once", entry: "    image: \"\"\n    sync: [./nope:/]\n", line: 3, want: "3 problems in the dev entry"},
 	}

@@ -38,10 +38,9 @@ func (p *parser) dev(e yamlsrc.Entry, field string) *Dev {
 		case "command":
 			d.Command = p.Command(de.Val, f)
 		case "workdir":
+			// Judged by the dev commands' input checks (internal/dev.Validate: absolute and clean,
+			// exit 2), not here: the file itself is well formed.
 			if s, ok := p.Str(de.Val, f); ok && s != "" {
-				if !strings.HasPrefix(s, "/") {
-					p.Errorf(de.Val, f, "expected an absolute path in the container, found %q", s)
-				}
 				d.Workdir = s
 				d.SetSource("workdir", p.Pos(yamlsrc.Deref(de.Val)), f)
 			}
@@ -145,7 +144,8 @@ func (p *parser) itemStrings(n *yaml.Node, field, what string) ([]string, []*yam
 	return vals, nodes
 }
 
-// syncs reads local:remote pairs; local is relative to the manifest, remote absolute.
+// syncs reads local:remote pairs; local is relative to the manifest. The remote folder is judged by
+// internal/dev.Validate (absolute, clean, not a system folder).
 func (p *parser) syncs(d *Dev, n *yaml.Node, field string) []Sync {
 	vals, nodes := p.itemStrings(n, field, "local:remote folder pairs")
 	var out []Sync
@@ -154,10 +154,6 @@ func (p *parser) syncs(d *Dev, n *yaml.Node, field string) []Sync {
 		local, remote, ok := strings.Cut(s, ":")
 		if !ok || local == "" || remote == "" || strings.Contains(remote, ":") {
 			p.Errorf(nodes[i], f, "expected local:remote (for example .:/app), found %q", s)
-			continue
-		}
-		if !strings.HasPrefix(remote, "/") {
-			p.Errorf(nodes[i], f, "the remote folder must be an absolute path in the container, found %q", remote)
 			continue
 		}
 		d.SetSource(yamlsrc.Index("sync", len(out)), p.Pos(nodes[i]), f)

@@ -461,10 +461,8 @@ func TestErrors(t *testing.T) {
 		{"dependency variables", "dependencies: {api: {repository: r, variables: x}}\n", "dependencies.api.variables: expected a mapping or a list of NAME=value strings"},
 		{"dev not a map", "dev: [web]\n", "dev: expected a mapping, found a list"},
 		{"dev name", "dev: {Web: {}}\n", "development container name \"Web\" is not valid"},
-		{"dev workdir", "dev: {web: {workdir: app}}\n", "dev.web.workdir: expected an absolute path in the container"},
 		{"dev command quotes", "dev: {web: {command: \"sh -c 'x\"}}\n", "dev.web.command: cannot split"},
 		{"sync without remote", "dev: {web: {sync: [app]}}\n", "dev.web.sync[0]: expected local:remote (for example .:/app), found \"app\""},
-		{"sync relative remote", "dev: {web: {sync: [.:app]}}\n", "the remote folder must be an absolute path"},
 		{"sync not a list", "dev: {web: {sync: .:/app}}\n", "dev.web.sync: expected a list of local:remote folder pairs"},
 		{"forward port", "dev: {web: {forward: [80:x:y]}}\n", "dev.web.forward[0]: expected a port between 1 and 65535, found \"y\""},
 		{"forward service", "dev: {web: {forward: [80:Db:80]}}\n", "service name \"Db\" is not valid"},
@@ -507,7 +505,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestErrorsCollectedInFileOrder(t *testing.T) {
-	_, _, err := load(t, "dev:\n  web:\n    workdir: app\n    sync: [x]\ndeploy: [\"\"]\n", nil, nil)
+	_, _, err := load(t, "dev:\n  web:\n    forward: [x]\n    sync: [x]\ndeploy: [\"\"]\n", nil, nil)
 	var es Errors
 	if !errors.As(err, &es) || len(es) != 3 {
 		t.Fatalf("err = %v", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -128,6 +130,11 @@ func TestDevUpRefusesBadInput(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(u.dir, "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A link inside the project leading to a folder outside it, and a device (/dev/null's numbers).
+	if err := os.Symlink(t.TempDir(), filepath.Join(u.dir, "outlink")); err != nil {
+		t.Fatal(err)
+	}
+	haveDevice := syscall.Mknod(filepath.Join(u.dir, "null"), syscall.S_IFCHR|0o600, int(unix.Mkdev(1, 3))) == nil
 	u.mustRun("deploy", "--namespace", ns, "--wait", "--timeout", "3m")
 	before := getWeb(t, cs, ns)
 	objects := namespaceObjects(t, cs, ns)
@@ -140,10 +147,12 @@ func TestDevUpRefusesBadInput(t *testing.T) {
 	port := busy.Addr().(*net.TCPAddr).Port
 
 	cases := []struct {
-		name  string
-		entry string
-		args  []string
-		want  []string
+		name    string
+		entry   string
+		args    []string
+		want    []string
+		notWant []string // not in stderr
+		device  bool     // needs the device made above (mknod: root)
 	}{
 		{name: "unknown dev name", entry: "    sync: [src:/app]\n", args: []string{"up", "nope"}, want: []string{`no dev container "nope" (it has web)`}},
 		{name: "local folder missing", entry: "    sync: [nope:/app]\n", want: []string{"devtool.yml:5:12: dev.web.sync[0]", "does not exist"}},
@@ -159,7 +168,9 @@ func TestDevUpRefusesBadInput(t *testing.T) {
 		{name: "newline in the remote", entry: "    sync: [\"src:/a\\npp\"]\n", want: []string{"line break"}},
 		{name: "local port twice", entry: "    forward: [18080:8080, 18080:80]\n", want: []string{"dev.web.forward[1]", "local port 18080 is also"}},
 		{name: "remote reverse port twice", entry: "    reverse: [9000:9000, 9000:9001]\n", want: []string{"dev.web.reverse[1]", "remote port 9000"}},
-		{name: "local port in use", entry: fmt.Sprintf("    forward: [%d:8080]\n", port), want: []string{"dev.web.forward[0]", fmt.Sprintf("local port %d is in use by process", port)}},
+		// The holder is this test's process: up names it from /proc.
+		{name: "local port in use, its holder named", entry: fmt.Sprintf("    forward: [%d:8080]\n", port),
+			want: []string{"dev.web.forward[0]", fmt.Sprintf("local port %d is in use by process %d (%s)", port, os.Getpid(), processName(t))}},
 		{name: "env name with =", entry: "    environment: {\"A=B\": x}\n", want: []string{"dev.web.environment.A=B", "not a valid environment variable name"}},
 		{name: "env name with a newline", entry: "    environment: [\"X\\nY=1\"]\n", want: []string{"dev.web.environment[0]", "not a valid"}},
 		{name: "empty env name", entry: "    environment: {\"\": x}\n", want: []string{"empty"}},
@@ -168,9 +179,25 @@ func TestDevUpRefusesBadInput(t *testing.T) {
 		{name: "a 1 MB image name", entry: "    image: " + strings.Repeat("a", 1<<20) + "\n", want: []string{"dev.web.image", "a name of 1048576 bytes"}},
 		{name: "limit below request", entry: "    resources: {requests: {cpu: '1'}, limits: {cpu: 100m}}\n", want: []string{"dev.web.resources.limits.cpu", "below the request"}},
 		{name: "workdir not clean", entry: "    workdir: /app/../x\n", want: []string{"dev.web.workdir", `(write "/x")`}},
+		// The opt-in waives the outside rule only: the entry's other problem still refuses it.
+		{name: "outside folder with the opt-in, another problem still refused", entry: "    sync: [\"..:/app\", \"src:/\"]\n",
+			args: []string{"up", "web", "--allow-outside-volumes"}, want: []string{"dev.web.sync[1]", "root of the container"},
+			notWant: []string{"outside the project folder", "sync[0]"}},
+		{name: "a link leading outside", entry: "    sync: [outlink:/app]\n", want: []string{"dev.web.sync[0]", "a symbolic link leads to", "--allow-outside-volumes"}},
+		{name: "local folder is a device", entry: "    sync: [null:/app]\n", want: []string{"dev.web.sync[0]", "is a device, not a folder"}, device: true},
+		{name: "NUL in the local folder", entry: "    sync: [\"sr\\0c:/app\"]\n", want: []string{"dev.web.sync[0]", "NUL byte"}},
+		{name: "NUL in an env value", entry: "    environment: {A: \"x\\0y\"}\n", want: []string{"dev.web.environment.A", "the value of A contains a NUL byte"}},
+		{name: "relative remote folder", entry: "    sync: [src:app]\n", want: []string{"dev.web.sync[0]", `expected an absolute path in the container, found "app"`}},
+		{name: "relative workdir", entry: "    workdir: app\n", want: []string{"dev.web.workdir", `expected an absolute path in the container, found "app"`}},
+		{name: "spaced env name", entry: "    environment: {\"A B\": x}\n", want: []string{"dev.web.environment.A B", "not a valid environment variable name"}},
+		{name: "two dev containers and none named", entry: "    sync: [src:/app]\n  api:\n    sync: [src:/srv]\n", args: []string{"up"},
+			want: []string{"devtool.yml has 2 dev containers (web, api) and none was named: name one", "run 'devtool up NAME' with NAME one of: web, api"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.device && !haveDevice {
+				t.Skip("mknod needs root")
+			}
 			u.t = t
 			inputApp(u, tc.entry)
 			args := tc.args
@@ -187,10 +214,18 @@ func TestDevUpRefusesBadInput(t *testing.T) {
 					t.Errorf("stderr lacks %q", w)
 				}
 			}
+			for _, w := range tc.notWant {
+				if strings.Contains(errOut, w) {
+					t.Errorf("stderr has %q", w)
+				}
+			}
 			if len(errOut) > 3000 {
 				t.Errorf("stderr of %d bytes", len(errOut))
 			}
 			after := getWeb(t, cs, ns)
+			if r := after.Spec.Replicas; r == nil || *r != *before.Spec.Replicas {
+				t.Errorf("the original's replicas %v, want %d", r, *before.Spec.Replicas)
+			}
 			if !equality.Semantic.DeepEqual(before.Spec, after.Spec) || !equality.Semantic.DeepEqual(before.Annotations, after.Annotations) || after.ResourceVersion != before.ResourceVersion {
 				t.Errorf("the original changed:\nbefore %v %+v\nafter  %v %+v", before.Annotations, before.Spec, after.Annotations, after.Spec)
 			}
@@ -199,6 +234,16 @@ func TestDevUpRefusesBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// processName is this process's name as /proc shows it (the comm field up names a port holder by).
+func processName(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // TestDevUpInterruptedDuringActivation: SIGINT while the dev container is being activated (its

@@ -138,8 +138,9 @@ type prepared struct {
 
 // prepare loads the folder, picks the dev entry, takes its state folder and deploys when needed.
 func prepare(ctx context.Context, opts *Options) (*prepared, error) {
-	lo := dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool up NAME",
-		Target: func() (*cmdutil.Target, error) { return opts.Target(opts.Kube) }}
+	// The target is resolved after the entry is checked: bad input is reported first, whatever
+	// the state of the cluster or the platform.
+	lo := dev.LoadOptions{Env: opts.Env.Options(opts.WorkDir, opts.Environ), Name: opts.Dev, Usage: "devtool up NAME"}
 	if opts.IO.CanPrompt() {
 		lo.Pick = func(names []string) (string, error) { return prompt(opts.IO, names) }
 	}
@@ -147,7 +148,7 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, d, t := s.Project, s.Dev, s.Target
+	p, d := s.Project, s.Dev
 	for _, w := range p.Warnings {
 		fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", w)
 	}
@@ -160,6 +161,10 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 	check := dev.CheckOptions{ProjectDir: p.Dir, AllowOutside: opts.Env.AllowOutside, Env: env}
 	if err := dev.Validate(d, check); err != nil {
 		return nil, &cmdutil.InputError{Err: err}
+	}
+	t, err := opts.Target(opts.Kube)
+	if err != nil {
+		return nil, err
 	}
 	home, err := contexts.HomeDir(opts.Getenv)
 	if err != nil {
