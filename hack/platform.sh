@@ -10,15 +10,19 @@ cd "$(dirname "$0")/.."
 export KUBECONFIG=${KUBECONFIG:-$KUBECONFIG_OUT}
 [ -d "$BIN" ] && export PATH=$BIN:$PATH   # the cluster's kubectl
 NS=${PLATFORM_NAMESPACE:-devtool-system}
-files=("$STATE/platform-url" "$STATE/platform-ca.crt" "$STATE/platform-admin-token")
+# PLATFORM_NAMESPACE and PLATFORM_OUT_DIR install a second instance beside the lead's (its files in
+# its own folder); PLATFORM_ANALYTICS=true lets it accept analytics events from the start.
+OUT=${PLATFORM_OUT_DIR:-$STATE}
+files=("$OUT/platform-url" "$OUT/platform-ca.crt" "$OUT/platform-admin-token")
 case "${1:-}" in
 up)
   make --no-print-directory build platform-bin
   kubectl get namespace "$NS" >/dev/null 2>&1 || kubectl create namespace "$NS" >/dev/null
   api=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-  PLATFORM_API_SERVER=${PLATFORM_API_SERVER:-$api} PLATFORM_OUT_DIR=$STATE \
+  mkdir -p "$OUT"
+  PLATFORM_API_SERVER=${PLATFORM_API_SERVER:-$api} PLATFORM_OUT_DIR=$OUT \
     bin/devtool deploy --file deploy/platform/devtool.yml --namespace "$NS"
-  echo "platform: $(cat "$STATE/platform-url")  (CA $STATE/platform-ca.crt, admin token $STATE/platform-admin-token)"
+  echo "platform: $(cat "$OUT/platform-url")  (CA $OUT/platform-ca.crt, admin token $OUT/platform-admin-token)"
   ;;
 down)
   make --no-print-directory build

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/devtool/devtool/internal/buildinfo"
+	"github.com/devtool/devtool/internal/platform/analytics"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/install"
 	"github.com/devtool/devtool/internal/platform/server"
@@ -98,6 +99,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	domain := fs.String("domain", "", "the platform's domain")
 	registry := fs.String("registry", "", "the registry users push to (host[:port])")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster, else KUBECONFIG)")
+	allowAnalytics := fs.Bool("analytics", false, "accept the CLI's analytics events (daily counts only; docs/analytics.md) until an admin sets otherwise through the API")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -118,7 +120,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("reading the API server's CA: %w", err)
 	}
-	srv := server.New(server.Options{Store: st, Log: log, Instance: os.Getenv("POD_NAME"), Info: api.Info{
+	agg := &analytics.Aggregator{Kube: st.Kube, Namespace: *ns, Default: *allowAnalytics, Log: log}
+	srv := server.New(server.Options{Store: st, Log: log, Instance: os.Getenv("POD_NAME"), Analytics: agg, Info: api.Info{
 		Version: buildinfo.Version, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain, Registry: *registry,
 	}})
 	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
@@ -142,6 +145,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := st.Start(ictx); err != nil {
+		ln.Close()
+		return err
+	}
+	// The analytics counts are stored once a minute and when serve stops (after the last request).
+	actx, acancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() { acancel(); agg.Wait() }()
+	if err := agg.Start(actx); err != nil {
 		ln.Close()
 		return err
 	}
@@ -173,6 +183,7 @@ func installCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&o.OutDir, "out-dir", "/tmp/devtool-cluster", "folder for platform-url, platform-ca.crt, platform-admin-token")
 	replicas := fs.Int("replicas", 2, "replicas of the API")
 	fs.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "how long to wait for the rollout and the first answer")
+	fs.BoolVar(&o.Analytics, "analytics", false, "the platform accepts the CLI's analytics events until an admin sets otherwise (docs/analytics.md)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default KUBECONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}

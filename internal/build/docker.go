@@ -387,8 +387,11 @@ func terminalOf(w io.Writer, mode string) (uintptr, bool) {
 	if mode == "plain" || mode == "quiet" {
 		return 0, false
 	}
-	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	f, _ := w.(*os.File)
+	if fw, ok := w.(interface{ File() *os.File }); ok { // a wrapper (secretmask) over a file
+		f = fw.File()
+	}
+	if f == nil || !term.IsTerminal(int(f.Fd())) {
 		return 0, false
 	}
 	return f.Fd(), true

@@ -191,7 +191,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 		body = bytes.NewReader(data)
 	}
 	u := *c.base
-	u.Path = path
+	u.Path, u.RawQuery, _ = strings.Cut(path, "?") // a route may end in a query (?namespace=...)
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return 0, fmt.Errorf("platform request %s %s: %w", method, path, err)

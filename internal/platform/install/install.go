@@ -47,6 +47,8 @@ type Options struct {
 	OutDir   string
 	Progress func(string)
 	Timeout  time.Duration // for the rollout and the first answer; default 3 minutes
+	// Analytics: the platform accepts the CLI's analytics events until an admin sets otherwise.
+	Analytics bool
 }
 
 // Result is what an install made.
@@ -124,7 +126,7 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, obj := range workload(o.Namespace, image, o.Replicas, ServeArgs{Namespace: o.Namespace, APIServer: o.APIServer, Domain: o.Host}) {
+	for _, obj := range workload(o.Namespace, image, o.Replicas, ServeArgs{Namespace: o.Namespace, APIServer: o.APIServer, Domain: o.Host, Analytics: o.Analytics}) {
 		if err := a.applyTyped(ctx, obj); err != nil {
 			return nil, err
 		}

@@ -142,6 +142,8 @@ func platformRBAC(ns string) []any {
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "create", "delete", "impersonate"}},
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
+			// The analytics days and setting (internal/platform/analytics).
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 		}},
 		&rbacv1.RoleBinding{TypeMeta: tm("RoleBinding"), ObjectMeta: meta(Name, ns),
@@ -152,6 +154,7 @@ func platformRBAC(ns string) []any {
 // ServeArgs are the flags the pods' `devtool-platform serve` gets.
 type ServeArgs struct {
 	Namespace, APIServer, Domain, Registry string
+	Analytics                              bool // serve --analytics
 }
 
 func workload(ns, image string, replicas int32, a ServeArgs) []any {
@@ -159,6 +162,9 @@ func workload(ns, image string, replicas int32, a ServeArgs) []any {
 		"--tls-cert", "/tls/tls.crt", "--tls-key", "/tls/tls.key", "--api-server", a.APIServer, "--domain", a.Domain}
 	if a.Registry != "" {
 		args = append(args, "--registry", a.Registry)
+	}
+	if a.Analytics {
+		args = append(args, "--analytics")
 	}
 	no, yes := false, true
 	uid := int64(65534)

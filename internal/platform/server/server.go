@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/devtool/devtool/internal/platform/analytics"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/store"
 )
@@ -36,6 +37,8 @@ type Options struct {
 	AddrBurst, AccountBurst int
 	Now                     func() time.Time
 	Instance                string // this replica (its pod name), in audit records
+	// Analytics counts the CLI's analytics events (nil: the platform accepts none).
+	Analytics *analytics.Aggregator
 }
 
 // Server serves the API.
@@ -83,6 +86,10 @@ func New(o Options) *Server {
 	s.handle("GET "+p+"/secrets/values", s.resolveSecrets)
 	s.handle("PUT "+p+"/secrets/{name}", s.putSecret)
 	s.handle("DELETE "+p+"/secrets/{name}", s.deleteSecret)
+	s.handle("POST "+p+"/analytics", s.postAnalytics)
+	s.handle("GET "+p+"/analytics", s.admin(s.analyticsReport))
+	s.handle("GET "+p+"/analytics/settings", s.analyticsSettings)
+	s.handle("PUT "+p+"/analytics/settings", s.admin(s.setAnalyticsSettings))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path, "")
 	})
@@ -328,7 +335,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.o.Info)
+	info := s.o.Info
+	info.Analytics = s.analyticsEnabled()
+	writeJSON(w, http.StatusOK, info)
 }
 
 func (s *Server) apiUser(u *store.User) api.User {
