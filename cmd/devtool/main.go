@@ -19,21 +19,30 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/devtool/devtool/internal/analytics"
 	"github.com/devtool/devtool/internal/buildinfo"
 	"github.com/devtool/devtool/internal/cli/root"
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/iostreams"
+	"github.com/devtool/devtool/internal/secretmask"
 )
 
 func main() { os.Exit(run()) }
 
 func run() (code int) {
 	ios := iostreams.System()
+	// Every byte devtool prints (results, progress, child commands' output, the debug log, errors)
+	// goes through these writers, which mask the platform's stored secrets a command resolved.
+	mask := &secretmask.Set{}
+	out, errOut := secretmask.NewWriter(ios.Out, mask), secretmask.NewWriter(ios.ErrOut, mask)
+	ios.Out, ios.ErrOut = out, errOut
 	defer func() {
 		if r := recover(); r != nil {
-			code = reportPanic(ios.ErrOut, r, debug.Stack())
+			code = reportPanic(ios.ErrOut, mask, r, debug.Stack())
 		}
+		out.Flush()
+		errOut.Flush()
 	}()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -55,11 +64,26 @@ func run() (code int) {
 		return cmdutil.ExitError
 	}
 	f := &cmdutil.Factory{IOStreams: ios, Logger: logger, Getenv: os.Getenv, Environ: os.Environ(), WorkDir: wd}
-	f.Target = cmdutil.TargetFunc(&contexts.Resolver{Getenv: os.Getenv})
+	resolver := &contexts.Resolver{Getenv: os.Getenv}
+	f.Target = cmdutil.TargetFunc(resolver)
+	f.StoredSecrets = cmdutil.StoredSecretsFunc(resolver, mask)
 
 	cmd := root.NewCmd(f, level)
+	start := time.Now()
 	err = root.Execute(ctx, cmd)
-	return report(ios.ErrOut, cmd, err, ctx.Err() != nil)
+	code = report(ios.ErrOut, cmd, err, ctx.Err() != nil)
+	// One analytics event, to the platform of the command's context only and only when both the
+	// user and that platform allow it (internal/analytics); never after Ctrl-C, never an error.
+	if command, contextFlag, ok := root.Executed(cmd); ok && ctx.Err() == nil {
+		sender := &analytics.Sender{Resolver: resolver, Getenv: os.Getenv}
+		run := analytics.Run{Command: command, ContextFlag: contextFlag, Duration: time.Since(start), Success: code == cmdutil.ExitOK}
+		if sent, err := sender.Send(ctx, run); err != nil {
+			logger.Debug("analytics event not sent", "err", err)
+		} else if sent {
+			logger.Debug("analytics event sent", "command", command)
+		}
+	}
+	return code
 }
 
 // routeLogrus sends logrus's entries (compose-go's) to logger instead of logrus's own output.
@@ -133,10 +157,10 @@ func handleSignals(cancel func(), exit func()) (stop func()) {
 	return func() { signal.Stop(ch); close(done) }
 }
 
-// reportPanic writes the trace to a file and prints a short message naming it.
-func reportPanic(w io.Writer, r any, stack []byte) int {
-	trace := fmt.Sprintf("devtool %s (commit %s) panicked at %s:\n%v\n\n%s",
-		buildinfo.Get().Version, buildinfo.Get().Commit, time.Now().UTC().Format(time.RFC3339), r, stack)
+// reportPanic writes the trace (stored secrets masked) to a file and prints a short message naming it.
+func reportPanic(w io.Writer, mask *secretmask.Set, r any, stack []byte) int {
+	trace := mask.String(fmt.Sprintf("devtool %s (commit %s) panicked at %s:\n%v\n\n%s",
+		buildinfo.Get().Version, buildinfo.Get().Commit, time.Now().UTC().Format(time.RFC3339), r, stack))
 	path := filepath.Join(os.TempDir(), fmt.Sprintf("devtool-crash-%d.txt", time.Now().UnixNano()))
 	if err := os.WriteFile(path, []byte(trace), 0o600); err != nil {
 		fmt.Fprintf(w, "devtool %s crashed (%v); the trace could not be saved (%v):\n%s", buildinfo.Get().Version, r, err, trace)

@@ -11,6 +11,7 @@ import (
 	"github.com/devtool/devtool/internal/cli/root"
 	"github.com/devtool/devtool/internal/cmdutil"
 	"github.com/devtool/devtool/internal/iostreams"
+	"github.com/devtool/devtool/internal/secretmask"
 )
 
 // TestCommandLineExitCodes: whatever cobra refuses before a command runs is a usage error.
@@ -48,7 +49,7 @@ func TestCommandLineExitCodes(t *testing.T) {
 func TestPanicReport(t *testing.T) {
 	var buf bytes.Buffer
 	t.Setenv("TMPDIR", t.TempDir())
-	code := reportPanic(&buf, "boom", []byte("goroutine 1 [running]:\nmain.x()"))
+	code := reportPanic(&buf, &secretmask.Set{}, "boom", []byte("goroutine 1 [running]:\nmain.x()"))
 	if code == 0 {
 		t.Fatal("a panic exits 0")
 	}

@@ -1,6 +1,7 @@
 package cmdutil
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/devtool/devtool/internal/iostreams"
@@ -19,4 +20,8 @@ type Factory struct {
 	WorkDir string
 	// Target resolves where a cluster command runs (see KubeFlags). Built in main.
 	Target func(KubeFlags) (*Target, error)
+	// StoredSecrets returns the platform's stored secrets for a command on the context these
+	// flags select (nil off a platform), already added to what the process's output masks
+	// (StoredSecretsFunc). nil: none.
+	StoredSecrets func(context.Context, KubeFlags) (map[string]string, error)
 }

@@ -1,9 +1,12 @@
 package cmdutil
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/contexts"
+	"github.com/devtool/devtool/internal/secretmask"
 )
 
 // KubeFlags is the --context/--namespace flag group of every command that touches the cluster.
@@ -29,4 +32,25 @@ type Target = contexts.Target
 // TargetFunc adapts a context resolver to Factory.Target.
 func TargetFunc(r *contexts.Resolver) func(KubeFlags) (*Target, error) {
 	return func(k KubeFlags) (*Target, error) { return r.Resolve(k.Flags()) }
+}
+
+// StoredSecretsFunc adapts a context resolver to Factory.StoredSecrets: every value is added to mask
+// (the set the process's stdout and stderr writers mask) before it is returned, so none can be
+// printed, logged or shown in an error.
+func StoredSecretsFunc(r *contexts.Resolver, mask *secretmask.Set) func(context.Context, KubeFlags) (map[string]string, error) {
+	return func(ctx context.Context, k KubeFlags) (map[string]string, error) {
+		vals, err := r.StoredSecrets(ctx, k.Flags())
+		for _, v := range vals {
+			mask.Add(v)
+		}
+		return vals, err
+	}
+}
+
+// LoadStoredSecrets calls get (a Factory.StoredSecrets; nil: none).
+func LoadStoredSecrets(ctx context.Context, get func(context.Context, KubeFlags) (map[string]string, error), k KubeFlags) (map[string]string, error) {
+	if get == nil {
+		return nil, nil
+	}
+	return get(ctx, k)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/devtool/devtool/internal/compose"
 	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // Options say where to look and what the user passed.
@@ -19,6 +20,8 @@ type Options struct {
 	Files   []string
 	Name    string            // --name
 	Environ map[string]string // the shell environment
+	// Secrets are the platform's stored secrets: the third source of ${NAME}, after the shell and .env.
+	Secrets map[string]string
 	// AllowOutside lets files the Compose file names lie outside the project folder
 	// (--allow-outside-volumes; see internal/projectpath).
 	AllowOutside bool
@@ -59,7 +62,11 @@ func Load(o Options) (*Env, error) {
 		}
 		abs[i] = f
 	}
-	p, err := compose.Load(compose.LoadOptions{File: abs[0], Files: abs, Environ: o.Environ, AllowOutside: o.AllowOutside, ProjectDir: o.ProjectDir})
+	var lookups []compose.Lookup
+	if len(o.Secrets) > 0 {
+		lookups = []compose.Lookup{yamlsrc.MapLookup(o.Secrets)}
+	}
+	p, err := compose.Load(compose.LoadOptions{File: abs[0], Files: abs, Environ: o.Environ, Lookups: lookups, AllowOutside: o.AllowOutside, ProjectDir: o.ProjectDir})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package contexts
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,8 @@ import (
 // analyticsSettings is <home>/.devtool/analytics.json.
 type analyticsSettings struct {
 	Enabled bool `json:"enabled"`
+	// InstallID is a random UUID made the first time an event is sent (api.AnalyticsEvent).
+	InstallID string `json:"installId,omitempty"`
 }
 
 func (s *Store) analyticsPath() string { return filepath.Join(s.Dir, "analytics.json") }
@@ -20,20 +24,57 @@ func (s *Store) analyticsPath() string { return filepath.Join(s.Dir, "analytics.
 // AnalyticsEnabled reports whether analytics collection is on. It is on until the user disables it.
 // (Nothing is sent anywhere unless the current context is a platform; see docs/analytics.md.)
 func (s *Store) AnalyticsEnabled() (bool, error) {
+	a, err := s.readAnalytics()
+	return a.Enabled, err
+}
+
+func (s *Store) readAnalytics() (analyticsSettings, error) {
 	path := s.analyticsPath()
 	data, err := safefile.Read(path, maxStoreBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return true, nil
+		return analyticsSettings{Enabled: true}, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("cannot read the analytics setting %s: %w", path, err)
+		return analyticsSettings{}, fmt.Errorf("cannot read the analytics setting %s: %w", path, err)
 	}
 	var a analyticsSettings
 	if err := json.Unmarshal(data, &a); err != nil {
-		return false, fmt.Errorf("the analytics setting %s is corrupt: %s (run 'devtool analytics --enable' or '--disable' to rewrite it)",
+		return analyticsSettings{}, fmt.Errorf("the analytics setting %s is corrupt: %s (run 'devtool analytics --enable' or '--disable' to rewrite it)",
 			path, describeJSONError(data, err))
 	}
-	return a.Enabled, nil
+	return a, nil
+}
+
+// InstallID is the random id analytics events carry, made (a UUID v4 from crypto/rand, saved
+// beside the setting) the first time it is asked for.
+func (s *Store) InstallID() (string, error) {
+	if a, err := s.readAnalytics(); err == nil && a.InstallID != "" {
+		return a.InstallID, nil
+	}
+	if err := s.ensureDir(s.Dir); err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(s.analyticsPath() + ".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	a, err := s.readAnalytics()
+	if err != nil {
+		return "", err
+	}
+	if a.InstallID != "" { // made by another devtool meanwhile
+		return a.InstallID, nil
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	h := hex.EncodeToString(b[:])
+	a.InstallID = h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	data, _ := json.MarshalIndent(a, "", "  ")
+	return a.InstallID, s.writeAtomic(s.analyticsPath(), append(data, '\n'))
 }
 
 // SetAnalytics turns analytics collection on or off. A corrupt setting file is replaced: it holds
@@ -47,6 +88,8 @@ func (s *Store) SetAnalytics(enabled bool) error {
 		return err
 	}
 	defer unlock()
-	data, _ := json.MarshalIndent(analyticsSettings{Enabled: enabled}, "", "  ")
+	a, _ := s.readAnalytics() // the install id is kept; a corrupt file is replaced
+	a.Enabled = enabled
+	data, _ := json.MarshalIndent(a, "", "  ")
 	return s.writeAtomic(s.analyticsPath(), append(data, '\n'))
 }

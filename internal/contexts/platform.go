@@ -319,3 +319,38 @@ func EnsureNamespace(ctx context.Context, c *Context, ns string) (created bool, 
 	_, created, err = pc.CreateNamespace(ctx, ns)
 	return created, err
 }
+
+// StoredSecrets returns the platform's stored secrets a command uses as the third source of
+// ${NAME} (after the shell and .env: spec A6) and in its deploy and destroy commands' environment:
+// the caller's, its namespace's and the admin-wide ones, merged by the platform (namespace over
+// user over admin). It is nil, without touching the network, when the context in use is not a
+// platform (or cannot be selected: the command's own resolution reports why). The values must
+// never be printed (internal/secretmask).
+func (r *Resolver) StoredSecrets(ctx context.Context, flags Flags) (map[string]string, error) {
+	sel, err := r.Select(flags)
+	if err != nil || sel.Context == nil || !sel.Context.IsDevtool {
+		return nil, nil
+	}
+	c := sel.Context
+	if err := needToken(c); err != nil {
+		return nil, err
+	}
+	pc, err := PlatformClient(c)
+	if err != nil {
+		return nil, err
+	}
+	defer pc.Close()
+	ns := sel.Namespace
+	if ns == "" { // a context from DEVTOOL_URL alone: the user's personal namespace
+		me, err := pc.Me(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ns = firstNonEmpty(me.Namespace, me.Name)
+	}
+	vals, err := pc.ResolvedSecrets(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("reading the stored secrets of platform %s: %w", c.Name, err)
+	}
+	return vals, nil
+}

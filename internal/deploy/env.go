@@ -51,6 +51,7 @@ type BuiltImage struct {
 type CommandEnv struct {
 	Environ      map[string]string // the user's environment
 	DotEnv       map[string]string // the manifest's .env values (below the shell)
+	Secrets      map[string]string // the platform's stored secrets (below .env: spec A6)
 	Vars         map[string]string // --var values
 	Namespace    string
 	Context      string
@@ -65,9 +66,13 @@ type CommandEnv struct {
 	EnvFile      string // DEVTOOL_ENV
 }
 
-// Build returns the environment: .env, then the shell, then --var, then deploy's own values.
+// Build returns the environment: stored secrets, then .env, then the shell, then --var, then
+// deploy's own values (a later source wins).
 func (e CommandEnv) Build() map[string]string {
 	out := map[string]string{}
+	for k, v := range e.Secrets {
+		out[k] = v
+	}
 	for k, v := range e.DotEnv {
 		out[k] = v
 	}

@@ -31,13 +31,14 @@ func TestCommandEnvPrecedence(t *testing.T) {
 	env := CommandEnv{
 		Environ:   map[string]string{"A": "shell", "PATH": "/bin"},
 		DotEnv:    map[string]string{"A": "dotenv", "B": "dotenv"},
+		Secrets:   map[string]string{"A": "stored", "B": "stored", "S": "stored", "DEVTOOL_NAMESPACE": "stored"},
 		Vars:      map[string]string{"C": "var"},
 		Namespace: "ns", Context: "ctx", Name: "shop", Registry: "reg:5000",
 		Images:     map[string]BuiltImage{"my-api.v2": {Ref: "reg:5000/ns/shop-api:abc", Digest: "sha256:1"}},
 		Kubeconfig: "/k", EnvFile: "/e",
 	}.Build()
 	want := map[string]string{
-		"A": "shell", "B": "dotenv", "C": "var", "PATH": "/bin",
+		"A": "shell", "B": "dotenv", "C": "var", "S": "stored", "PATH": "/bin",
 		"DEVTOOL_NAMESPACE": "ns", "DEVTOOL_CONTEXT": "ctx", "DEVTOOL_NAME": "shop", "DEVTOOL_REGISTRY_URL": "reg:5000",
 		"DEVTOOL_GIT_BRANCH": "", "DEVTOOL_GIT_COMMIT": "",
 		"DEVTOOL_BUILD_MY_API_V2_IMAGE": "reg:5000/ns/shop-api:abc", "DEVTOOL_BUILD_MY_API_V2_REGISTRY": "reg:5000",

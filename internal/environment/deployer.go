@@ -27,7 +27,11 @@ type Deployer struct {
 	Env    *Environment
 	Target *contexts.Target
 
-	Environ map[string]string   // the shell environment (commands, interpolation)
+	Environ map[string]string // the shell environment (commands, interpolation)
+	// Secrets are the platform's stored secrets (nil off a platform): the third source of ${NAME}
+	// in the Compose files and dependencies this deploy loads, and in the deploy and destroy
+	// commands' environment below .env and the shell. Never printed: the caller masks them.
+	Secrets map[string]string
 	Getenv  func(string) string // for the builder selection
 	Logger  *slog.Logger
 
@@ -196,7 +200,7 @@ func (d *Deployer) deployManifest(ctx context.Context) (*DeployResult, error) {
 	md := &deploy.ManifestDeploy{
 		Client: t.Kube, Namespace: t.Namespace, Name: name, Manifest: m, Shell: d.Shell,
 		Env: deploy.CommandEnv{
-			Environ: d.Environ, DotEnv: m.DotEnv, Vars: d.Vars, Namespace: t.Namespace,
+			Environ: d.Environ, DotEnv: m.DotEnv, Secrets: d.Secrets, Vars: d.Vars, Namespace: t.Namespace,
 			Context: t.ContextName, Name: name, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
 			BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images,
 		},
@@ -247,7 +251,7 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 		}
 	}
 	for _, f := range m.Deploy.Compose {
-		env, err := composeenv.Load(composeenv.Options{WorkDir: m.Dir, Files: f.Files(), Name: name, Environ: d.Environ,
+		env, err := composeenv.Load(composeenv.Options{WorkDir: m.Dir, Files: f.Files(), Name: name, Environ: d.Environ, Secrets: d.Secrets,
 			AllowOutside: d.AllowOutsideVolumes, ProjectDir: m.Dir})
 		if err != nil {
 			return nil, err
@@ -413,7 +417,7 @@ func (d *Deployer) deployDependency(ctx context.Context, dep *manifest.Dependenc
 		}
 		files = []string{p}
 	}
-	env, err := Load(Options{Dir: dir, Files: files, Name: name, Environ: d.Environ, AllowOutside: d.AllowOutsideVolumes})
+	env, err := Load(Options{Dir: dir, Files: files, Name: name, Environ: d.Environ, Secrets: d.Secrets, AllowOutside: d.AllowOutsideVolumes})
 	if err != nil {
 		return err
 	}
@@ -509,7 +513,7 @@ func (d *Deployer) destroyNamed(ctx context.Context, n string, own bool) (*Destr
 		err := deploy.RunManifestCommands(ctx, deploy.CommandsRun{
 			Client: t.Kube, Namespace: t.Namespace, Name: n, Shell: d.Shell, Dir: m.Dir,
 			Out: d.Out, Logger: d.Logger, Warn: d.Warn, Phase: "destroy",
-			Env: deploy.CommandEnv{Environ: d.Environ, DotEnv: m.DotEnv, Namespace: t.Namespace,
+			Env: deploy.CommandEnv{Environ: d.Environ, DotEnv: m.DotEnv, Secrets: d.Secrets, Namespace: t.Namespace,
 				Context: t.ContextName, Name: n, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
 				BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images},
 		}, m.Destroy)

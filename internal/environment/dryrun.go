@@ -12,7 +12,7 @@ import (
 )
 
 // dryRunManifest shows what deployManifest would do: the build section's image names, the
-// dependencies, the commands with their variables (secrets masked) and the objects of the
+// dependencies, the commands with their variables (secrets masked; stored secrets never shown) and the objects of the
 // compose and endpoints parts. It takes no lock, builds nothing, runs no deploy command and writes
 // nothing; the only program it starts is git rev-parse (read-only, for DEVTOOL_GIT_*), and it
 // reads the cluster only to tell dependencies already deployed, when it has one. Values from the
@@ -31,9 +31,9 @@ func (d *Deployer) dryRunManifest(ctx context.Context) (*DeployResult, error) {
 	env := deploy.CommandEnv{DotEnv: m.DotEnv, Vars: d.Vars, Namespace: t.Namespace, Context: t.ContextName,
 		Name: name, Registry: t.Registry, GitBranch: branch, GitCommit: commit,
 		BuildkitHost: d.Environ["BUILDKIT_HOST"], Images: images}
-	shown := env.Build() // without the shell's environment: its values are never shown
-	env.Environ = d.Environ
-	full := env.Build() // what the commands would get: .env < shell < --var < deploy's own
+	shown := env.Build()                            // without the shell's environment: its values are never shown
+	env.Environ, env.Secrets = d.Environ, d.Secrets // stored secrets, like the shell's values, are never shown
+	full := env.Build()                             // what the commands would get: stored secrets < .env < shell < --var < deploy's own
 	for k, v := range shown {
 		if full[k] != v { // a .env value the shell overrides: left as $NAME, like the shell's
 			delete(shown, k)
@@ -57,7 +57,7 @@ func (d *Deployer) dryRunManifest(ctx context.Context) (*DeployResult, error) {
 	plan.DependencyNotes = d.dependencyNotes(ctx)
 	var secrets []string
 	for k, v := range full {
-		if manifest.IsSecretName(k) && v != "" {
+		if (manifest.IsSecretName(k) || d.Secrets[k] == v) && v != "" {
 			secrets = append(secrets, v)
 		}
 	}

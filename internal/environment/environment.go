@@ -15,6 +15,7 @@ import (
 	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/manifest"
 	"github.com/devtool/devtool/internal/projectpath"
+	"github.com/devtool/devtool/internal/yamlsrc"
 )
 
 // Options are what the user gave: the folder, --file and --name.
@@ -38,6 +39,17 @@ type Options struct {
 	// secrets, env files) lie outside the project folder: --allow-outside-volumes. Without it
 	// Load refuses them (see CheckBuildPaths and internal/projectpath).
 	AllowOutside bool
+	// Secrets are the platform's stored secrets (contexts.Resolver.StoredSecrets; nil off a
+	// platform): the third source of ${NAME}, after the shell and .env (spec A6).
+	Secrets map[string]string
+}
+
+// lookups are the variable sources after the shell and .env.
+func (o Options) lookups() []yamlsrc.Lookup {
+	if len(o.Secrets) == 0 {
+		return nil
+	}
+	return []yamlsrc.Lookup{yamlsrc.MapLookup(o.Secrets)}
 }
 
 // Environment is the loaded environment.
@@ -95,7 +107,7 @@ func Load(o Options) (*Environment, error) {
 	if isCompose {
 		return loadCompose(o, path)
 	}
-	m, err := manifest.Load(manifest.LoadOptions{Dir: o.Dir, File: path, Environ: o.Environ})
+	m, err := manifest.Load(manifest.LoadOptions{Dir: o.Dir, File: path, Environ: o.Environ, Lookups: o.lookups()})
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +151,7 @@ func loadCompose(o Options, paths ...string) (*Environment, error) {
 			files = append(files, ov)
 		}
 	}
-	ce, err := composeenv.Load(composeenv.Options{WorkDir: o.Dir, Files: files, Name: o.Name, Environ: o.Environ, AllowOutside: o.AllowOutside})
+	ce, err := composeenv.Load(composeenv.Options{WorkDir: o.Dir, Files: files, Name: o.Name, Environ: o.Environ, Secrets: o.Secrets, AllowOutside: o.AllowOutside})
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,5 @@
 // Package analytics implements `devtool analytics`: turning analytics collection on or off.
-// What would be collected, and that nothing is sent today, is in docs/analytics.md.
+// internal/analytics sends the events; docs/analytics.md lists what they hold.
 package analytics
 
 import (
@@ -28,9 +28,12 @@ func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Short: "Turn analytics collection on or off",
 		Long: `Turn analytics collection on (the default) or off. The choice is stored in
 ~/.devtool/analytics.json (DEVTOOL_HOME replaces ~). With no flag, prints whether it is on.
+DO_NOT_TRACK=1 also turns it off.
 
-Analytics go only to a devtool platform, when the current context is one. Today's build has
-no platform client, so nothing is sent anywhere. docs/analytics.md lists what would be collected.`,
+Analytics go only to the devtool platform of the context a command uses, and only when its admin
+allows them: one event per command with its name (never its arguments), duration, success, the
+CLI's version, OS and architecture, and a random install id. Nothing is sent on a plain Kubernetes
+context. docs/analytics.md lists every field and what the platform keeps (daily counts only).`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if opts.Disable && opts.Enable {

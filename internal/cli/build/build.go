@@ -28,6 +28,8 @@ type Options struct {
 	Environ map[string]string
 	WorkDir string
 	Target  func(cmdutil.KubeFlags) (*cmdutil.Target, error)
+	// StoredSecrets reads the platform's stored secrets (nil: none): the third source of ${NAME}.
+	StoredSecrets func(context.Context, cmdutil.KubeFlags) (map[string]string, error)
 	// SelectBuilder picks the builder (build.Select; tests replace it).
 	SelectBuilder func(context.Context, build.SelectOptions) (build.Builder, error)
 
@@ -43,7 +45,7 @@ type Options struct {
 
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Logger: f.Logger, Getenv: f.Getenv, WorkDir: f.WorkDir, Target: f.Target,
+	opts := &Options{IO: f.IOStreams, Logger: f.Logger, Getenv: f.Getenv, WorkDir: f.WorkDir, Target: f.Target, StoredSecrets: f.StoredSecrets,
 		Environ: cmdutil.EnvironMap(f.Environ), SelectBuilder: build.Select}
 	var secrets []string
 	cmd := &cobra.Command{
@@ -136,9 +138,13 @@ func run(ctx context.Context, opts *Options) error {
 		return runDockerfile(ctx, opts, sel, target, mode)
 	}
 
-	env, err := cmdutil.Interruptible(ctx, func() (*environment.Environment, error) {
-		return environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
-	})
+	secrets, err := cmdutil.LoadStoredSecrets(ctx, opts.StoredSecrets, opts.Kube)
+	if err != nil {
+		return err
+	}
+	eo := opts.Env.Options(opts.WorkDir, opts.Environ)
+	eo.Secrets = secrets
+	env, err := cmdutil.Interruptible(ctx, func() (*environment.Environment, error) { return environment.Load(eo) })
 	if err != nil {
 		return err
 	}

@@ -21,10 +21,13 @@ import (
 
 // Options are the inputs of `devtool deploy`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Target  func(cmdutil.KubeFlags) (*cmdutil.Target, error)
-	WorkDir string
-	Environ map[string]string
+	IO     *iostreams.IOStreams
+	Target func(cmdutil.KubeFlags) (*cmdutil.Target, error)
+	// StoredSecrets reads the platform's stored secrets (nil: none): the third source of ${NAME}
+	// and the deploy commands' environment (below .env).
+	StoredSecrets func(context.Context, cmdutil.KubeFlags) (map[string]string, error)
+	WorkDir       string
+	Environ       map[string]string
 
 	Kube    cmdutil.KubeFlags
 	Env     cmdutil.EnvFlags
@@ -43,7 +46,7 @@ type Options struct {
 
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Getenv: f.Getenv, Logger: f.Logger}
+	opts := &Options{IO: f.IOStreams, Target: f.Target, StoredSecrets: f.StoredSecrets, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Getenv: f.Getenv, Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "deploy",
 		Short: "Deploy a development environment to the cluster",
@@ -100,9 +103,13 @@ func parseVars(list []string) (map[string]string, error) {
 }
 
 func run(ctx context.Context, opts *Options) error {
-	env, err := cmdutil.Interruptible(ctx, func() (*environment.Environment, error) {
-		return environment.Load(opts.Env.Options(opts.WorkDir, opts.Environ))
-	})
+	secrets, err := cmdutil.LoadStoredSecrets(ctx, opts.StoredSecrets, opts.Kube)
+	if err != nil {
+		return err
+	}
+	eo := opts.Env.Options(opts.WorkDir, opts.Environ)
+	eo.Secrets = secrets
+	env, err := cmdutil.Interruptible(ctx, func() (*environment.Environment, error) { return environment.Load(eo) })
 	if err != nil {
 		return err
 	}
@@ -127,7 +134,7 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	warn := func(msg string) { fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", msg) }
 	d := &environment.Deployer{
-		Env: env, Target: target, Environ: opts.Environ, Getenv: opts.Getenv, Logger: opts.Logger,
+		Env: env, Target: target, Environ: opts.Environ, Secrets: secrets, Getenv: opts.Getenv, Logger: opts.Logger,
 		Wait: opts.Wait, Timeout: opts.Timeout, Force: opts.Build, DryRun: opts.DryRun, Vars: vars, Shell: shell,
 		Dependencies: opts.Dependencies, AllowOutsideVolumes: opts.Env.AllowOutside, Out: opts.IO.ErrOut, Warn: warn,
 		Progress: func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },

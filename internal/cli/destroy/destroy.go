@@ -16,10 +16,12 @@ import (
 
 // Options are the inputs of `devtool destroy`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Target  func(cmdutil.KubeFlags) (*cmdutil.Target, error)
-	WorkDir string
-	Environ map[string]string
+	IO     *iostreams.IOStreams
+	Target func(cmdutil.KubeFlags) (*cmdutil.Target, error)
+	// StoredSecrets reads the platform's stored secrets (nil: none): ${NAME} and the destroy commands' environment.
+	StoredSecrets func(context.Context, cmdutil.KubeFlags) (map[string]string, error)
+	WorkDir       string
+	Environ       map[string]string
 
 	Kube    cmdutil.KubeFlags
 	Env     cmdutil.EnvFlags
@@ -34,7 +36,7 @@ type Options struct {
 
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Logger: f.Logger}
+	opts := &Options{IO: f.IOStreams, Target: f.Target, StoredSecrets: f.StoredSecrets, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Logger: f.Logger}
 	cmd := &cobra.Command{
 		Use:   "destroy",
 		Short: "Destroy what deploy created",
@@ -70,8 +72,12 @@ deleted only with --volumes.`,
 }
 
 func run(ctx context.Context, opts *Options) error {
+	secrets, err := cmdutil.LoadStoredSecrets(ctx, opts.StoredSecrets, opts.Kube)
+	if err != nil {
+		return err
+	}
 	eo := opts.Env.Options(opts.WorkDir, opts.Environ)
-	eo.AllowMissing = true
+	eo.AllowMissing, eo.Secrets = true, secrets
 	env, err := cmdutil.Interruptible(ctx, func() (*environment.Environment, error) { return environment.Load(eo) })
 	if err != nil {
 		return err
@@ -85,7 +91,7 @@ func run(ctx context.Context, opts *Options) error {
 		shell = "sh"
 	}
 	d := &environment.Deployer{
-		Env: env, Target: target, Environ: opts.Environ, Logger: opts.Logger,
+		Env: env, Target: target, Environ: opts.Environ, Secrets: secrets, Logger: opts.Logger,
 		Wait: opts.Wait, Timeout: opts.Timeout, Volumes: opts.Volumes, Shell: shell, Out: opts.IO.ErrOut,
 		Progress: func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },
 		Warn:     func(s string) { fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", s) },

@@ -36,6 +36,21 @@ import (
 // the command name and the argument count before the persistent pre-run hook.
 const annotationStarted = "devtool.started"
 
+// annotationCommand and annotationContext record, on the root, the command path that ran (without
+// the root's name, arguments or flags; "" for a hidden command) and its --context value.
+const (
+	annotationCommand = "devtool.command"
+	annotationContext = "devtool.context"
+)
+
+// Executed is the command that ran (its path without "devtool", as "namespace create") and its
+// --context flag; ok is false when none started (a usage error) or it was hidden or a completion
+// helper: what an analytics event may name (internal/analytics).
+func Executed(root *cobra.Command) (command, contextFlag string, ok bool) {
+	command = root.Annotations[annotationCommand]
+	return command, root.Annotations[annotationContext], command != ""
+}
+
 // Execute runs the command tree. Errors cobra returns before a command starts (unknown command,
 // wrong number of arguments, bad flags) become usage errors (exit 2).
 func Execute(ctx context.Context, cmd *cobra.Command) error {
@@ -72,6 +87,7 @@ namespaces its commands run in.`,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.Root().Annotations[annotationStarted] = "true"
+			recordExecuted(cmd)
 			lvl, ok := logLevels[strings.ToLower(logLevel)]
 			if !ok {
 				return cmdutil.FlagErrorf("--loglevel must be one of debug, info, warn, error (got %q)", logLevel)
@@ -129,5 +145,19 @@ func strictCompletion(root *cobra.Command) {
 			return nil
 		}
 		c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
+}
+
+// recordExecuted notes the command path and --context of cmd on the root (see Executed).
+func recordExecuted(cmd *cobra.Command) {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Hidden || c.Name() == "completion" || c.Name() == cobra.ShellCompRequestCmd || c.Name() == cobra.ShellCompNoDescRequestCmd {
+			return
+		}
+	}
+	path := strings.TrimSpace(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()))
+	cmd.Root().Annotations[annotationCommand] = path
+	if f := cmd.Flags().Lookup("context"); f != nil {
+		cmd.Root().Annotations[annotationContext] = f.Value.String()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -37,6 +38,44 @@ type Fake struct {
 	KubeTokens int
 	// Requests records "METHOD path" of every request.
 	Requests []string
+	// Secrets are the resolved stored secrets GET /api/v1/secrets/values answers, by user (the
+	// namespace asked for is recorded in Requests' query, SecretsNamespaces).
+	Secrets           map[string]map[string]string
+	SecretsNamespaces []string
+	// AnalyticsEvents are the bodies of POST /api/v1/analytics, as sent (accepted only while
+	// Info.Analytics is true; 403 otherwise, as the platform answers).
+	AnalyticsEvents []json.RawMessage
+}
+
+// SetSecrets sets the stored secrets user's commands resolve.
+func (f *Fake) SetSecrets(user string, values map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Secrets == nil {
+		f.Secrets = map[string]map[string]string{}
+	}
+	f.Secrets[user] = values
+}
+
+// SetAnalytics says whether the fake platform's admin allows analytics.
+func (f *Fake) SetAnalytics(allowed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Info.Analytics = allowed
+}
+
+// Events returns a copy of the analytics events received.
+func (f *Fake) Events() []json.RawMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]json.RawMessage(nil), f.AnalyticsEvents...)
+}
+
+// RequestsSeen returns a copy of Requests.
+func (f *Fake) RequestsSeen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.Requests...)
 }
 
 // New starts a fake with one admin user "admin" whose token is AdminToken.
@@ -135,6 +174,25 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case path == "me" && r.Method == http.MethodGet:
 		writeJSON(w, 200, api.User{Name: user, Admin: f.users[user], Namespace: user})
+	case path == "secrets/values" && r.Method == http.MethodGet:
+		f.SecretsNamespaces = append(f.SecretsNamespaces, r.URL.Query().Get("namespace"))
+		vals := f.Secrets[user]
+		if vals == nil {
+			vals = map[string]string{}
+		}
+		writeJSON(w, 200, api.ResolvedSecrets{Values: vals})
+	case path == "analytics" && r.Method == http.MethodPost:
+		if !f.Info.Analytics {
+			fail(w, 403, "forbidden", "this platform does not accept analytics", "")
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			fail(w, 400, "bad_request", err.Error(), "")
+			return
+		}
+		f.AnalyticsEvents = append(f.AnalyticsEvents, json.RawMessage(body))
+		w.WriteHeader(204)
 	case path == "kubetoken" && r.Method == http.MethodPost:
 		f.KubeTokens++
 		writeJSON(w, 200, api.KubeToken{Token: fmt.Sprintf("kube-%s-%d", user, f.KubeTokens),
