@@ -3,7 +3,10 @@
 package main
 
 import (
+	"archive/zip"
+	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devtool/devtool/internal/dev"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/client/clienttest"
 )
@@ -90,6 +94,30 @@ func TestStoredSecretsNeverPrinted(t *testing.T) {
 	if err := os.Remove(filepath.Join(u.dir, "devtool.yml")); err != nil {
 		t.Fatal(err)
 	}
+
+	// doctor: a value that reached up's log (a dev command printing its environment) is redacted
+	// from the report.
+	sd := &dev.StateDir{Path: dev.StateDirPath(u.home, u.dir, "web")}
+	if err := os.MkdirAll(sd.Path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, sd.LogFile(), "time=x level=INFO msg=\"dev command output\" line=\"hello "+stored+"\"\n")
+	code, stdout, stderr = u.run(t, bin, nil, "doctor", "web", "--namespace", "alice")
+	if code != 0 {
+		t.Fatalf("doctor: exit %d\n%s", code, stderr)
+	}
+	zips, _ := filepath.Glob(filepath.Join(u.dir, "devtool-doctor-web-*.zip"))
+	if len(zips) != 1 {
+		t.Fatalf("reports %v", zips)
+	}
+	report, err := os.ReadFile(zips[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if log := zipText(t, report, "devtool.log"); strings.Contains(log, stored) || !strings.Contains(log, "hello <redacted>") {
+		t.Errorf("doctor's devtool.log: %q", log)
+	}
+	os.Remove(zips[0])
 
 	// An error that quotes the value.
 	write(t, filepath.Join(u.dir, "compose.yml"), "services:\n  web:\n    image: busybox\n    ports: [\"${BAD_PORT}:80\"]\n")
@@ -183,4 +211,29 @@ func TestAnalyticsOnlyWhenBothAllow(t *testing.T) {
 	if got := f.RequestsSeen()[before:]; len(got) != 0 {
 		t.Errorf("a plain Kubernetes context reached the platform: %v", got)
 	}
+}
+
+// zipText is the named entry of a zip file's bytes.
+func zipText(t *testing.T, data []byte, name string) string {
+	t.Helper()
+	z, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range z.File {
+		if e.Name == name {
+			rc, err := e.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			b, err := io.ReadAll(rc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+	}
+	t.Fatalf("no %s in the zip", name)
+	return ""
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/devtool/devtool/internal/composeenv"
 	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/manifest"
 )
@@ -157,5 +158,61 @@ func TestComposeOverrideMergedOnlyWhenDiscovered(t *testing.T) {
 	}
 	if got := image(Options{Dir: dir, Files: []string{"compose.yaml", "compose.override.yaml"}}); got != "busybox:override" {
 		t.Errorf("two --file: image %q, want the second's", got)
+	}
+}
+
+// TestStoredSecretsAreTheThirdSource: the platform's stored secrets resolve ${NAME} after the shell
+// and .env (spec A6), in a Compose file (build args too), a devtool.yml and the Compose files its
+// deploy section names.
+func TestStoredSecretsAreTheThirdSource(t *testing.T) {
+	secrets := map[string]string{"TOKEN": "stored-token", "FROM_DOTENV": "stored-loses", "FROM_SHELL": "stored-loses"}
+	shell := map[string]string{"FROM_SHELL": "shell"}
+	compose := "services:\n  web:\n    build:\n      context: .\n      args: {NPM_TOKEN: \"${TOKEN}\"}\n    environment:\n" +
+		"      A: ${TOKEN}\n      B: ${FROM_DOTENV}\n      C: ${FROM_SHELL}\n      D: ${UNSET:-default}\n"
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+	}{
+		{"compose file", map[string]string{"compose.yml": compose, ".env": "FROM_DOTENV=dotenv\n", "Dockerfile": "FROM scratch\n"}},
+		{"devtool.yml naming a compose file", map[string]string{"devtool.yml": "name: ${TOKEN}-app\ndeploy:\n  compose: compose.yml\n",
+			"compose.yml": compose, ".env": "FROM_DOTENV=dotenv\n", "Dockerfile": "FROM scratch\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for n, c := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, n), []byte(c), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env, err := Load(Options{Dir: dir, Environ: shell, Secrets: secrets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !env.IsCompose() {
+				if env.Manifest.Name != "stored-token-app" {
+					t.Errorf("devtool.yml name %q", env.Manifest.Name)
+				}
+				// The deploy section's Compose file is loaded by the deployer with the same sources.
+				ce, err := composeenv.Load(composeenv.Options{WorkDir: dir, Files: []string{"compose.yml"}, Environ: shell, Secrets: secrets})
+				if err != nil {
+					t.Fatal(err)
+				}
+				env.Compose = ce
+			}
+			svc := env.Compose.Project.Service("web")
+			got := map[string]string{}
+			for k, v := range svc.Environment {
+				got[k] = v
+			}
+			want := map[string]string{"A": "stored-token", "B": "dotenv", "C": "shell", "D": "default"}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s = %q, want %q", k, got[k], v)
+				}
+			}
+			if a := svc.Build.Args["NPM_TOKEN"]; a != "stored-token" {
+				t.Errorf("build arg %v", a)
+			}
+		})
 	}
 }

@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -95,9 +100,14 @@ func TestRealWorldSystemPathsOnCluster(t *testing.T) {
 	for _, tc := range []struct {
 		name, field, path string
 		line              int
+		// baked: a workload whose image must hold a host file at a path (the host volumes are
+		// baked into a derived image): supabase's single-file bind mount of vector.yml.
+		baked, bakedPath, bakedFile string
 	}{
-		{name: "immich", field: "services.immich-server.volumes[1]", path: "/etc/localtime", line: 22},
-		{name: "supabase", field: "services.vector.volumes[1]", path: "/var/run/docker.sock", line: 17},
+		{name: "immich", field: "services.immich-server.volumes[1]", path: "/etc/localtime", line: 22,
+			baked: "immich-server", bakedPath: "usr/src/app/upload/.keep", bakedFile: "library/.keep"},
+		{name: "supabase", field: "services.vector.volumes[1]", path: "/var/run/docker.sock", line: 17,
+			baked: "vector", bakedPath: "etc/vector/vector.yml", bakedFile: "volumes/logs/vector.yml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := c.Namespace(t)
@@ -129,6 +139,21 @@ func TestRealWorldSystemPathsOnCluster(t *testing.T) {
 				t.Errorf("the warning does not name %s and %s: %s:\n%s", want, tc.field, tc.path, errOut)
 			}
 			checkNoHostPath(t, c, ns)
+			d, err := c.Clientset.AppsV1().Deployments(ns).Get(context.Background(), tc.baked, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := d.Spec.Template.Spec.Containers[0].Image
+			if !strings.Contains(ref, ":vol-") {
+				t.Fatalf("%s runs %s, not a derived image holding its host volumes", tc.baked, ref)
+			}
+			want, err := os.ReadFile(filepath.Join(u.dir, tc.bakedFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := imageFile(t, ref, tc.bakedPath); !ok || got != string(want) {
+				t.Errorf("%s's image %s: /%s = %q (present %v), want the content of %s", tc.baked, ref, tc.bakedPath, got, ok, tc.bakedFile)
+			}
 		})
 	}
 }
@@ -162,6 +187,38 @@ func checkNoHostPath(t *testing.T, c *testcluster.Cluster, ns string) {
 			if v.HostPath != nil {
 				t.Errorf("%s mounts the host path %s (volume %s)", names[i], v.HostPath.Path, v.Name)
 			}
+		}
+	}
+}
+
+// imageFile reads one regular file of an image in the local registry.
+func imageFile(t *testing.T, ref, path string) (string, bool) {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		t.Fatalf("reading %s: %v", ref, err)
+	}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return "", false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimPrefix(h.Name, "/") == path && h.Typeflag == tar.TypeReg {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b), true
 		}
 	}
 }

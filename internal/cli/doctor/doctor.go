@@ -19,12 +19,15 @@ import (
 
 // Options are the inputs of `devtool doctor`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Target  func(cmdutil.KubeFlags) (*cmdutil.Target, error)
-	WorkDir string
-	Environ map[string]string
-	Getenv  func(string) string
-	Now     func() time.Time
+	IO     *iostreams.IOStreams
+	Target func(cmdutil.KubeFlags) (*cmdutil.Target, error)
+	// StoredSecrets reads the platform's stored secrets (nil: none): their values are redacted from
+	// the report wherever they appear (a dev command's log may print its environment).
+	StoredSecrets func(context.Context, cmdutil.KubeFlags) (map[string]string, error)
+	WorkDir       string
+	Environ       map[string]string
+	Getenv        func(string) string
+	Now           func() time.Time
 
 	Kube cmdutil.KubeFlags
 	Env  cmdutil.EnvFlags
@@ -33,7 +36,7 @@ type Options struct {
 
 // NewCmd builds the command. runF replaces run in tests of flag parsing.
 func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Target: f.Target, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Getenv: f.Getenv, Now: time.Now}
+	opts := &Options{IO: f.IOStreams, Target: f.Target, StoredSecrets: f.StoredSecrets, WorkDir: f.WorkDir, Environ: cmdutil.EnvironMap(f.Environ), Getenv: f.Getenv, Now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "doctor [devName]",
 		Short: "Write a zip with what is needed to diagnose a dev container",
@@ -77,6 +80,15 @@ func run(ctx context.Context, opts *Options) error {
 	if t, err := opts.Target(opts.Kube); err == nil {
 		o.Client, o.Exec, o.Namespace = t.Kube.Clientset, t.Kube, t.Namespace
 		o.Secrets = append(o.Secrets, t.Token, t.Kube.Config.BearerToken, t.Kube.Config.Password)
+		// The platform's stored secrets never appear in the report: their values are redacted.
+		if vals, err := cmdutil.LoadStoredSecrets(ctx, opts.StoredSecrets, opts.Kube); err != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "Warning: no cluster information in the report: the platform's stored secrets, which the report must leave out, could not be read: %v\n", err)
+			o.Client, o.Exec = nil, nil
+		} else {
+			for _, v := range vals {
+				o.Secrets = append(o.Secrets, v)
+			}
+		}
 	} else {
 		fmt.Fprintf(opts.IO.ErrOut, "Warning: no cluster information in the report: %v\n", err)
 	}
