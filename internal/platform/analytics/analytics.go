@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -139,6 +140,9 @@ type Aggregator struct {
 	Default bool
 	Log     *slog.Logger
 	Now     func() time.Time
+	// SyncTimeout bounds Start's wait for the informer (default 30 s): past it the platform serves
+	// without analytics (Enabled is false) until the informer syncs, e.g. once its RBAC allows it.
+	SyncTimeout time.Duration
 
 	mu      sync.Mutex
 	pending map[string]*day // by date, not yet stored
@@ -162,16 +166,26 @@ func (a *Aggregator) log() *slog.Logger {
 }
 
 // Start runs the informer on the analytics ConfigMaps and the flush loop until ctx ends (then
-// stores what is left, within 10 s); it returns once the informer has synced. Wait waits for the
-// last flush.
+// stores what is left, within 10 s); it returns once the informer has synced or SyncTimeout has
+// passed (then analytics stay off until it syncs: the API is served either way). Wait waits for
+// the last flush.
 func (a *Aggregator) Start(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(a.Kube, 0, informers.WithNamespace(a.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Label }))
 	inf := f.Core().V1().ConfigMaps()
 	a.lister, a.synced = inf.Lister(), inf.Informer().HasSynced
 	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), a.synced) {
-		return fmt.Errorf("the analytics cache did not sync: %w", ctx.Err())
+	timeout := a.SyncTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(sctx.Done(), a.synced) {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the analytics cache did not sync: %w", ctx.Err())
+		}
+		a.log().Warn("analytics are off until the platform can read its analytics ConfigMaps (check its Role)", "namespace", a.Namespace)
 	}
 	a.done = make(chan struct{})
 	go func() {
@@ -205,8 +219,11 @@ func (a *Aggregator) Wait() {
 	}
 }
 
-// Enabled reports whether the admin allows analytics.
+// Enabled reports whether the admin allows analytics (false while the informer has not synced).
 func (a *Aggregator) Enabled() bool {
+	if a.synced != nil && !a.synced() {
+		return false
+	}
 	if a.lister != nil {
 		if cm, err := a.lister.ConfigMaps(a.Namespace).Get(SettingsName); err == nil {
 			return cm.Data["enabled"] == "true"
@@ -269,6 +286,12 @@ func (a *Aggregator) Flush(ctx context.Context) error {
 	a.pending = nil
 	a.mu.Unlock()
 	var firstErr error
+	if a.synced != nil && !a.synced() && len(pending) > 0 {
+		a.mu.Lock()
+		a.pending = pending // nothing is counted before it syncs; keep what there is
+		a.mu.Unlock()
+		return errors.New("the analytics cache has not synced")
+	}
 	for date, d := range pending {
 		if err := a.store(ctx, date, d); err != nil {
 			if firstErr == nil {
@@ -319,6 +342,9 @@ func (a *Aggregator) store(ctx context.Context, date string, d *day) error {
 
 // prune deletes the days older than Retention (any replica may: deleting twice is harmless).
 func (a *Aggregator) prune(ctx context.Context) {
+	if a.synced != nil && !a.synced() {
+		return
+	}
 	cms, err := a.lister.ConfigMaps(a.Namespace).List(labels.SelectorFromSet(labels.Set{Label: "day"}))
 	if err != nil {
 		return

@@ -2,14 +2,18 @@ package analytics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/devtool/devtool/internal/platform/api"
 )
@@ -200,5 +204,23 @@ func TestSketchEstimate(t *testing.T) {
 		if diff := float64(got - int64(n)); diff < -0.2*float64(n)-1 || diff > 0.2*float64(n)+1 {
 			t.Errorf("%d ids estimated as %d", n, got)
 		}
+	}
+}
+
+// TestWithoutRBACStillServes: when the analytics ConfigMaps cannot be listed (an older Role), Start
+// returns after its timeout and analytics stay off instead of blocking the platform's start.
+func TestWithoutRBACStillServes(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("no RBAC"))
+	})
+	a := &Aggregator{Kube: cs, Namespace: "devtool-system", Default: true, SyncTimeout: 300 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); a.Wait() }()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.Enabled() {
+		t.Error("analytics on without their store")
 	}
 }
