@@ -51,6 +51,9 @@ type Config struct {
 	// ReapOrphans makes Serve wait for the zombie processes it inherits, as a container's
 	// PID 1 must (cmd/devtool-agent sets it when it runs as PID 1).
 	ReapOrphans bool
+	// KeepFor is how long a terminal command a client asked to keep (keep.go) waits for that
+	// client after its connection dropped; DefaultKeepFor when zero.
+	KeepFor time.Duration
 }
 
 // handshakeTimeout bounds how long an unauthenticated connection may stay open.
@@ -98,6 +101,7 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	sc.AddHostKey(hostKey)
 
 	s := &server{cfg: cfg, log: log, sc: sc, conns: map[net.Conn]struct{}{}, children: &children{pids: map[int]bool{}}}
+	s.keeper = newKeeper(log, cfg.KeepFor, s.children)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if cfg.ReapOrphans {
@@ -146,6 +150,7 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	ln.Close()
 	s.closeAll()
 	s.wg.Wait()
+	s.keeper.closeAll()
 	log.Info("agent stopped")
 	return acceptErr
 }
@@ -157,6 +162,7 @@ type server struct {
 	wg  sync.WaitGroup
 
 	children *children
+	keeper   *keeper
 
 	mu     sync.Mutex
 	closed bool

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -88,21 +87,42 @@ type session struct {
 	started bool
 	pid     int // process group to signal; 0 when none
 	ptmx    *os.File
+
+	// A kept command (keep.go): the ID the client asked for, the output it has, the command
+	// and this channel's attachment to it, and whether the client released it.
+	keepID   string
+	keepRecv uint64
+	kept     *keptCmd
+	att      *attachment
+	released bool
 }
 
 func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	s := &session{c: c, ch: ch, env: map[string]string{}}
 	ctx, cancel := context.WithCancel(c.ctx)
-	var done chan exitResult
+	var done <-chan exitResult
+	var stolen <-chan struct{}
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
+		if s.att != nil {
+			// A kept command is not killed with its channel: it waits for its client (or
+			// ends now when released, or when its end was delivered).
+			s.att.detach(s.released)
+			ch.Close()
+			s.att.wg.Wait()
+		}
 		s.killGroup()
 		wg.Wait()
 		ch.Close()
 	}()
 	for {
 		select {
+		case <-stolen:
+			// A new connection of the same client took the kept command over: this one is
+			// dead (its client reconnected).
+			c.log.Info("kept command taken over by a new connection", "pid", s.kept.pid)
+			return
 		case r, ok := <-reqs:
 			if !ok {
 				// The client closed the channel or the connection is gone: the command's
@@ -134,6 +154,29 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				}
 				s.resize(m.Rows, m.Columns)
 				reply(r, true)
+			case keepRequest:
+				var m keepRequestMsg
+				if err := ssh.Unmarshal(r.Payload, &m); err != nil || s.isStarted() || s.pty == nil || s.keepID != "" || m.ID == "" || len(m.ID) > maxKeepID {
+					reply(r, false)
+					continue
+				}
+				ans, ok := s.keep(m)
+				if !ok {
+					reply(r, false)
+					continue
+				}
+				// A channel request's answer carries no data: what the client needs to know
+				// goes first as a request of ours, so it is there when the answer arrives.
+				_, _ = ch.SendRequest(keepInfoRequest, false, ssh.Marshal(ans))
+				reply(r, true)
+				if s.att != nil {
+					done, stolen = s.att.result, s.att.stolen
+				}
+			case releaseRequest:
+				s.mu.Lock()
+				s.released = true
+				s.mu.Unlock()
+				reply(r, s.keepID != "")
 			case "signal":
 				var m signalMsg
 				if err := ssh.Unmarshal(r.Payload, &m); err != nil {
@@ -152,17 +195,34 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 					}
 					command = m.Command
 				}
+				if s.att != nil && !s.isStarted() {
+					// Attached to a kept command: it runs already.
+					s.setStarted(0)
+					reply(r, true)
+					continue
+				}
 				if s.isStarted() {
 					reply(r, false)
 					continue
 				}
 				s.setStarted(0) // env and pty-req are closed from here on
 				reply(r, true)
-				done = make(chan exitResult, 1)
+				if s.keepID != "" {
+					if res, ok := s.startKept(r.Type == "shell", command); ok {
+						done, stolen = s.att.result, s.att.stolen
+					} else {
+						d := make(chan exitResult, 1)
+						d <- res
+						done = d
+					}
+					continue
+				}
+				d := make(chan exitResult, 1)
+				done = d
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					done <- s.run(r.Type == "shell", command)
+					d <- s.run(r.Type == "shell", command)
 				}()
 			case "subsystem":
 				var m execMsg
@@ -177,23 +237,24 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				}
 				s.setStarted(0)
 				reply(r, true)
-				done = make(chan exitResult, 1)
+				d := make(chan exitResult, 1)
+				done = d
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					err := c.srv.cfg.Sync(ctx, ch)
 					if err != nil && ctx.Err() == nil {
 						c.log.Warn("sync subsystem ended", "err", err)
-						done <- exitResult{status: 1}
+						d <- exitResult{status: 1}
 						return
 					}
-					done <- exitResult{}
+					d <- exitResult{}
 				}()
 			default:
 				reply(r, false)
 			}
 		case res := <-done:
-			done = nil
+			done, stolen = nil, nil
 			if res.signal != "" {
 				_, _ = ch.SendRequest("exit-signal", false, ssh.Marshal(exitSignalMsg{Signal: res.signal, CoreDumped: res.core}))
 			} else {
@@ -248,7 +309,10 @@ func (s *session) resize(rows, cols uint32) {
 		s.pty.Rows, s.pty.Columns = rows, cols
 	}
 	if s.ptmx != nil {
-		_ = pty.Setsize(s.ptmx, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
+		setSize(s.ptmx, rows, cols)
+	}
+	if s.kept != nil {
+		setSize(s.kept.ptmx, rows, cols)
 	}
 }
 
@@ -256,6 +320,9 @@ func (s *session) resize(rows, cols uint32) {
 func (s *session) signal(sig syscall.Signal) bool {
 	s.mu.Lock()
 	pid := s.pid
+	if s.kept != nil {
+		pid = s.kept.pid
+	}
 	s.mu.Unlock()
 	if pid <= 0 {
 		return false
@@ -294,21 +361,72 @@ func (s *session) environ() []string {
 	return out
 }
 
+// command is the shell (login) or `sh -c command`.
+func (s *session) command(shell bool, command string) (*exec.Cmd, error) {
+	path, err := exec.LookPath(s.c.srv.cfg.Shell)
+	if err != nil {
+		return nil, err
+	}
+	var cmd *exec.Cmd
+	if shell {
+		cmd = exec.Command(path)
+		cmd.Args = []string{"-" + filepath.Base(path)}
+	} else {
+		cmd = exec.Command(path, "-c", command)
+	}
+	cmd.Env = s.environ()
+	cmd.Dir = s.env[WorkdirEnv]
+	return cmd, nil
+}
+
+// keep answers a keep request: attached to the command kept under m.ID for this client's key,
+// or ready to start one under it. false refuses (another key's ID, too many kept).
+func (s *session) keep(m keepRequestMsg) (keepReplyMsg, bool) {
+	k := s.c.srv.keeper
+	key := s.c.conn.Permissions.Extensions["fp"]
+	kc, err := k.lookup(m.ID, key)
+	if err != nil {
+		s.c.log.Warn("keep refused", "keep", shortID(m.ID), "err", err)
+		return keepReplyMsg{}, false
+	}
+	if kc != nil {
+		a, ans, ok := kc.reattach(s.ch, m.Received, s.pty.Rows, s.pty.Columns)
+		if ok {
+			s.mu.Lock()
+			s.keepID, s.kept, s.att = m.ID, kc, a
+			s.mu.Unlock()
+			s.c.log.Info("kept command attached", "pid", kc.pid, "keep", shortID(m.ID), "lost", ans.Lost, "inputReceived", ans.InputReceived)
+			return ans, true
+		}
+	}
+	s.keepID, s.keepRecv = m.ID, m.Received
+	return keepReplyMsg{}, true
+}
+
+// startKept starts the command kept under s.keepID on a terminal attached to this channel;
+// false (with the exit to report) when it could not start.
+func (s *session) startKept(shell bool, command string) (exitResult, bool) {
+	cmd, err := s.command(shell, command)
+	var kc *keptCmd
+	var a *attachment
+	if err == nil {
+		kc, a, err = s.c.srv.keeper.start(s.keepID, s.c.conn.Permissions.Extensions["fp"], cmd, s.pty.Rows, s.pty.Columns, s.pty.Modelist, s.ch)
+	}
+	if err != nil {
+		s.c.log.Info("command did not start", "err", err)
+		fmt.Fprintf(s.ch.Stderr(), "devtool-agent: %v\r\n", err)
+		return exitResult{status: 127}, false
+	}
+	s.mu.Lock()
+	s.kept, s.att = kc, a
+	s.mu.Unlock()
+	return exitResult{}, true
+}
+
 // run starts the shell (login) or `sh -c command` and waits for it.
 func (s *session) run(shell bool, command string) exitResult {
 	log := s.c.log
-	path, err := exec.LookPath(s.c.srv.cfg.Shell)
-	var cmd *exec.Cmd
-	if err == nil {
-		if shell {
-			cmd = exec.Command(path)
-			cmd.Args = []string{"-" + filepath.Base(path)}
-		} else {
-			cmd = exec.Command(path, "-c", command)
-		}
-		cmd.Env = s.environ()
-		cmd.Dir = s.env[WorkdirEnv]
-	}
+	cmd, err := s.command(shell, command)
 	if err == nil && s.pty != nil {
 		err = s.runPTY(cmd)
 	} else if err == nil {
@@ -376,10 +494,10 @@ func (s *session) runPTY(cmd *exec.Cmd) error {
 	if rows == 0 || cols == 0 {
 		rows, cols = 24, 80
 	}
-	ptmx, tty, err := pty.Open()
+	ptmx, tty, err := openPTY()
 	if err == nil {
 		applyModes(tty, s.pty.Modelist)
-		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
+		setSize(ptmx, rows, cols)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		err = s.c.srv.children.start(func() (int, error) {
 			if err := cmd.Start(); err != nil {
