@@ -2,6 +2,7 @@ package devssh
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -77,17 +78,22 @@ func (a *testAgent) stop() {
 
 // tracker dials the agent and remembers the connections so a test can cut them.
 type tracker struct {
-	mu    sync.Mutex
-	addr  string
-	conns []net.Conn
-	dials int
+	mu      sync.Mutex
+	addr    string
+	conns   []net.Conn
+	dials   int
+	refused bool
 }
 
 func (tr *tracker) dial(ctx context.Context) (net.Conn, error) {
 	tr.mu.Lock()
 	addr := tr.addr
 	tr.dials++
+	refused := tr.refused
 	tr.mu.Unlock()
+	if refused {
+		return nil, errors.New("tracker: dials refused (the test cut the network)")
+	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -103,6 +109,13 @@ func (tr *tracker) dialCount() int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.dials
+}
+
+// refuse makes dials fail (on) or work again (off).
+func (tr *tracker) refuse(on bool) {
+	tr.mu.Lock()
+	tr.refused = on
+	tr.mu.Unlock()
 }
 
 func (tr *tracker) cut() {

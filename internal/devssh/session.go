@@ -429,9 +429,8 @@ func (s *Session) acceptForward(ctx context.Context, f *forward, conns *connSet,
 // serveReverse asks c's agent to listen on remotePort and forwards its connections
 // to r.localAddr until c ends.
 func (s *Session) serveReverse(ctx context.Context, c *Client, r reverse, conns *connSet, wg *sync.WaitGroup) {
-	ln, err := c.ssh.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(r.remotePort)))
-	if err != nil {
-		s.cfg.Logger.Warn("reverse forward refused by the agent", "port", r.remotePort, "err", err)
+	ln := s.listenReverse(ctx, c, r)
+	if ln == nil {
 		return
 	}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
@@ -469,6 +468,52 @@ func (s *Session) serveReverse(ctx context.Context, c *Client, r reverse, conns 
 			defer conns.remove(lc)
 			pipe(lc, rc)
 		}()
+	}
+}
+
+// Reverse forwards refused by the agent are asked again: right after a reconnect the agent may
+// still hold the port for the connection that was cut (it learns of the cut only when its side
+// of that connection fails), and it frees it within a few keepalives.
+const (
+	reverseRetryMin = 100 * time.Millisecond
+	reverseRetryMax = 5 * time.Second
+	// reverseWarnAfter: a port still refused after this long is worth a warning (another
+	// program in the pod holds it).
+	reverseWarnAfter = 30 * time.Second
+)
+
+// listenReverse asks c's agent to listen on r's port until it does (nil when c or ctx ends
+// first), waiting reverseRetryMin doubling to reverseRetryMax between refusals.
+func (s *Session) listenReverse(ctx context.Context, c *Client, r reverse) net.Listener {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.remotePort))
+	wait := reverseRetryMin
+	began := time.Now()
+	warned := false
+	for try := 1; ; try++ {
+		ln, err := c.ssh.Listen("tcp", addr)
+		if err == nil {
+			if try > 1 {
+				s.cfg.Logger.Info("reverse forward accepted by the agent", "port", r.remotePort, "tries", try, "after", time.Since(began).Round(time.Millisecond))
+			}
+			return ln
+		}
+		if !warned && time.Since(began) >= reverseWarnAfter {
+			warned = true
+			s.cfg.Logger.Warn("reverse forward still refused by the agent (another program in the pod listens on the port?); asking again", "port", r.remotePort, "err", err)
+		} else {
+			s.cfg.Logger.Debug("reverse forward refused by the agent; asking again", "port", r.remotePort, "wait", wait, "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-c.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		wait = min(2*wait, reverseRetryMax)
 	}
 }
 
