@@ -42,6 +42,8 @@ const (
 	maxKept = 16
 	// maxKeepID bounds the length of a keep ID.
 	maxKeepID = 128
+	// freshTail is the output a fresh client gets again: about a screen.
+	freshTail = 8 << 10
 )
 
 // hangupGrace is how long a hung-up command's processes have to end before SIGKILL.
@@ -51,6 +53,10 @@ type keepRequestMsg struct {
 	ID string
 	// Received is how many bytes of the command's output the client got.
 	Received uint64
+	// Fresh: the client never saw this command's output (a new up attaching to the command an
+	// earlier one left running): only the last freshTail bytes are sent again, and no loss
+	// is counted.
+	Fresh bool
 }
 
 type keepReplyMsg struct {
@@ -282,7 +288,7 @@ func (c *keptCmd) attachLocked(ch ssh.Channel, received uint64) *attachment {
 // reattach attaches ch to c from output byte received on, after the input written so far
 // is counted (a write of the previous attachment in progress is cut short first, so the
 // count is exact: the client sends the rest again). It returns false when c is ending.
-func (c *keptCmd) reattach(ch ssh.Channel, received uint64, rows, cols uint32) (*attachment, keepReplyMsg, bool) {
+func (c *keptCmd) reattach(ch ssh.Channel, received uint64, fresh bool, rows, cols uint32) (*attachment, keepReplyMsg, bool) {
 	c.mu.Lock()
 	if c.ending {
 		c.mu.Unlock()
@@ -301,6 +307,9 @@ func (c *keptCmd) reattach(ch ssh.Channel, received uint64, rows, cols uint32) (
 		c.mu.Unlock()
 		c.inMu.Unlock()
 		return nil, keepReplyMsg{}, false
+	}
+	if fresh {
+		received = c.total - min(c.total, freshTail)
 	}
 	lost := uint64(0)
 	if start := c.ringStart(); received < start {

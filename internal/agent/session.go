@@ -390,7 +390,7 @@ func (s *session) keep(m keepRequestMsg) (keepReplyMsg, bool) {
 		return keepReplyMsg{}, false
 	}
 	if kc != nil {
-		a, ans, ok := kc.reattach(s.ch, m.Received, s.pty.Rows, s.pty.Columns)
+		a, ans, ok := kc.reattach(s.ch, m.Received, m.Fresh, s.pty.Rows, s.pty.Columns)
 		if ok {
 			s.mu.Lock()
 			s.keepID, s.kept, s.att = m.ID, kc, a

@@ -31,7 +31,11 @@ const (
 	StateStartingSync  State = "startingSync"
 	StateSynchronizing State = "synchronizing"
 	StateReady         State = "ready"
-	StateFailed        State = "failed"
+	// StateHalted: the dev container is ready, but the synchronization of a folder stopped
+	// before deleting what looked like an accident (an emptied or replaced folder, a mass
+	// deletion); the message names the folder and what was seen. The other folders go on.
+	StateHalted State = "halted"
+	StateFailed State = "failed"
 )
 
 // Event is one state change with a sentence saying what happens.

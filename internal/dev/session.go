@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,9 @@ type SessionOptions struct {
 	Stdout, Stderr io.Writer
 	// Reset forgets the sync state: every file is compared anew.
 	Reset bool
+	// AcceptDeletions turns the sync's halts off for this session: an emptied or replaced
+	// folder, or most of a side's files deleted at once, is carried over to the other side.
+	AcceptDeletions bool
 	// Folder is the manifest folder, shown to another `up` refused by this one's lease.
 	Folder string
 	// Force takes the dev container's lease over from another live `up` (which then stops).
@@ -57,6 +61,9 @@ const (
 	NoticeCommandExited
 	// NoticeTookOver: Force took the dev container over from another live `up`.
 	NoticeTookOver
+	// NoticeTerminal: about the dev command's terminal (attached again after a reconnect, output
+	// lost meanwhile, started anew).
+	NoticeTerminal
 )
 
 // Notice is one sentence for the user.
@@ -144,7 +151,7 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 	ready := make(chan struct{})
 	var readyOnce sync.Once
 	u.onReport = func(e Event) {
-		if e.State == StateReady {
+		if e.State == StateReady || e.State == StateHalted {
 			readyOnce.Do(func() { close(ready) })
 		}
 	}
@@ -195,7 +202,8 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 
 	if len(d.Sync) > 0 {
 		scMu.Lock()
-		c, err := filesync.NewClient(filesync.ClientOptions{Folders: syncFolders(d), StateDir: u.State.SyncDir(), Reset: o.Reset || freshHome, Logger: syncLogger(u.Logger)})
+		c, err := filesync.NewClient(filesync.ClientOptions{Folders: syncFolders(d), StateDir: u.State.SyncDir(), Reset: o.Reset || freshHome,
+			AcceptDeletions: o.AcceptDeletions, Logger: syncLogger(u.Logger)})
 		sc = c
 		scMu.Unlock()
 		if err != nil {
@@ -234,9 +242,8 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 		if !o.TTY && len(o.Command) == 0 {
 			return nil
 		}
-		var stdin io.Reader
 		if o.TTY {
-			stdin = o.Stdin
+			return u.runTerminal(gctx, o, clients, notify)
 		}
 		for {
 			var c *devssh.Client
@@ -246,10 +253,7 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 				return nil
 			}
 			u.logDebug("starting the dev command", "command", o.Command)
-			code, err := c.Exec(gctx, devssh.ExecOptions{Command: o.Command, Stdin: stdin, Stdout: o.Stdout, Stderr: o.Stderr, TTY: o.TTY})
-			if o.TTY && err == nil {
-				return &CommandEndedError{Code: code}
-			}
+			code, err := c.Exec(gctx, devssh.ExecOptions{Command: o.Command, Stdout: o.Stdout, Stderr: o.Stderr})
 			if gctx.Err() != nil {
 				return nil
 			}
@@ -328,6 +332,70 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 		return ctx.Err()
 	}
 	return err
+}
+
+// runTerminal runs the dev command with a PTY over each new connection until it ends
+// (*CommandEndedError) or ctx does: the agent keeps it running while the connection is down
+// and each new connection attaches to it again (devssh.Terminal), the keys typed meanwhile
+// delivered.
+func (u *Up) runTerminal(ctx context.Context, o SessionOptions, clients <-chan *devssh.Client, notify func(NoticeKind, string, ...any)) error {
+	term := devssh.NewTerminal(devssh.ExecOptions{Command: o.Command, Stdin: o.Stdin, Stdout: o.Stdout}, u.keepID(o.Command))
+	term.Notify = func(s string) { notify(NoticeTerminal, "%s", s) }
+	term.OnKeepID = func(id string) { u.saveKeepID(id, o.Command) }
+	defer term.Close()
+	var c *devssh.Client
+	for {
+		if c == nil {
+			select {
+			case c = <-clients:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		u.logDebug("running the dev command", "command", o.Command)
+		code, ended, err := term.Run(ctx, c)
+		if ended {
+			u.logInfo("the dev command ended", "code", code, "err", err)
+			return &CommandEndedError{Code: code}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		u.logInfo("the dev command's terminal is detached; attaching again on the next connection", "err", err, "pid", term.PID())
+		select {
+		case <-c.Done():
+			c = nil // the next connection comes through clients
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+			// The connection lives on (the agent closed only the session): attach again on it.
+		}
+	}
+}
+
+// keepID is the name the dev command is kept under in the agent: the one recorded in the state
+// file for the same command (so an up started again after one that died attaches to the
+// command it left running), else a new one.
+func (u *Up) keepID(command []string) string {
+	if u.State != nil {
+		if r, err := u.State.ReadState(); err == nil && r.Keep != "" && r.KeepCommand == strings.Join(command, "\x00") {
+			return r.Keep
+		}
+	}
+	id := devssh.NewKeepID()
+	u.saveKeepID(id, command)
+	return id
+}
+
+func (u *Up) saveKeepID(id string, command []string) {
+	if u.State == nil {
+		return
+	}
+	r, _ := u.State.ReadState()
+	r.Keep, r.KeepCommand = id, strings.Join(command, "\x00")
+	if err := u.State.WriteState(r); err != nil {
+		u.logWarn("writing the state file", "err", err)
+	}
 }
 
 // hostUser is user@host of this process, as a lease shows it.

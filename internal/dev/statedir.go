@@ -260,6 +260,10 @@ type StateRecord struct {
 	Pod       string    `json:"pod,omitempty"`
 	PID       int       `json:"pid,omitempty"`
 	Updated   time.Time `json:"updated"`
+	// Keep names the dev command kept by the agent across connections (devssh.Terminal), and
+	// KeepCommand the command it is for.
+	Keep        string `json:"keep,omitempty"`
+	KeepCommand string `json:"keepCommand,omitempty"`
 }
 
 // WriteState replaces the state file atomically.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,14 +22,75 @@ type Opener func() (io.ReadWriteCloser, error)
 
 // SyncLoop runs the sync client over each connection the SSH session makes, and reports the
 // states startingSync, synchronizing and ready (once the initial sync is done: the engine's
-// Synced, every path equal on both sides or listed as failed), and failed when the sync
-// cannot start.
+// Synced, every path equal on both sides or listed as failed), halted instead of ready while a
+// folder's synchronization is halted (and ready again when it goes on), and failed when the
+// sync cannot start.
 type SyncLoop struct {
 	Client *filesync.Client
 	Report func(Event)
 	Logger *slog.Logger
 
 	failed atomic.Bool // the failed state was reported and the sync has not run since
+
+	haltMu sync.Mutex
+	halts  string // the halts reported last ("" when none)
+}
+
+// HaltHint says how to go on after a halted synchronization of dev container name (up and
+// status show it under the halt).
+func HaltHint(name string) string {
+	return fmt.Sprintf("To go on: stop this up and run 'devtool up %s --reset' to get the missing files back from the other side (nothing is deleted), "+
+		"or 'devtool up %s --accept-deletions' to carry the deletions over.", name, name)
+}
+
+// haltCheckEvery is how often the engine's status is looked at for folders that halted or go
+// on again (Client.Status is a snapshot: cheap).
+var haltCheckEvery = time.Second
+
+// halted describes the folders whose synchronization halted, "" when none.
+func (s *SyncLoop) halted() string {
+	var msgs []string
+	for _, f := range s.Client.Status().Folders {
+		if f.Halted != "" {
+			msgs = append(msgs, "the synchronization of "+f.Local+" halted: "+f.Halted)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// reportReady reports the ready state, or the halted one when a folder halted.
+func (s *SyncLoop) reportReady(msg string) {
+	s.haltMu.Lock()
+	defer s.haltMu.Unlock()
+	s.halts = s.halted()
+	if s.halts != "" {
+		s.report(StateHalted, s.halts)
+		return
+	}
+	s.report(StateReady, msg)
+}
+
+// checkHalts reports a change of the halted folders once the initial sync is done: halted
+// with the reasons, or ready when none is halted any more (the next session found the folder
+// back, or up was started again with the deletions accepted).
+func (s *SyncLoop) checkHalts() {
+	if s.failed.Load() {
+		return // the failed state stands until the sync runs again (runOnce reports then)
+	}
+	s.haltMu.Lock()
+	defer s.haltMu.Unlock()
+	h := s.halted()
+	if h == s.halts {
+		return
+	}
+	prev := s.halts
+	s.halts = h
+	switch {
+	case h != "":
+		s.report(StateHalted, h)
+	case prev != "":
+		s.report(StateReady, "no folder is halted any more; the dev container is ready")
+	}
 }
 
 // Run takes an Opener for every (re)connection from conns and synchronizes over it until its
@@ -53,8 +116,20 @@ func (s *SyncLoop) Run(ctx context.Context, conns <-chan Opener) error {
 		}
 		select {
 		case <-s.Client.Synced():
-			s.report(StateReady, "files synchronized; the dev container is ready")
+			s.reportReady("files synchronized; the dev container is ready")
 		case <-rctx.Done():
+			return
+		}
+		// A folder may halt (or go on after a reconnect) at any time: the state follows.
+		t := time.NewTicker(haltCheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+			s.checkHalts()
 		}
 	}()
 	first := true
@@ -163,7 +238,7 @@ func (s *SyncLoop) runOnce(ctx context.Context, open Opener) error {
 			s.failed.Store(false)
 			select {
 			case <-s.Client.Synced():
-				s.report(StateReady, "the file synchronization runs again; the dev container is ready")
+				s.reportReady("the file synchronization runs again; the dev container is ready")
 			default:
 				s.report(StateSynchronizing, "synchronizing files")
 			}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -172,6 +173,93 @@ func TestSyncLoopReportsASyncThatCannotStart(t *testing.T) {
 		}
 	}
 	waitFile(t, filepath.Join(remote, "a.txt"), "one")
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Errorf("Run: %v", err)
+	}
+	servers.Wait()
+}
+
+// A folder emptied during the session halts: the state is halted (not ready) and names the
+// folder, nothing is deleted in the dev container; the dev command still starts on it (Run's
+// onReport takes halted for ready). Files put back and a new connection: ready again.
+func TestSyncLoopReportsAHalt(t *testing.T) {
+	defer func(d time.Duration) { haltCheckEvery = d }(haltCheckEvery)
+	haltCheckEvery = 20 * time.Millisecond
+	local, remote, state, rstate := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	for i := 0; i < 30; i++ {
+		if err := os.WriteFile(filepath.Join(local, "f"+strconv.Itoa(i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc, err := filesync.NewClient(filesync.ClientOptions{Folders: []filesync.Folder{{Local: local, Remote: remote}}, StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var servers sync.WaitGroup
+	var mu sync.Mutex
+	var serverSide []net.Conn
+	open := func() (io.ReadWriteCloser, error) {
+		a, b := net.Pipe()
+		mu.Lock()
+		serverSide = append(serverSide, b)
+		mu.Unlock()
+		servers.Add(1)
+		go func() {
+			defer servers.Done()
+			_ = filesync.Serve(ctx, b, filesync.ServerOptions{StateDir: rstate})
+		}()
+		return a, nil
+	}
+	events := make(chan Event, 100)
+	loop := &SyncLoop{Client: sc, Report: func(e Event) { events <- e }}
+	conns := make(chan Opener, 1)
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx, conns) }()
+	conns <- open
+	waitState := func(want State) Event {
+		t.Helper()
+		for {
+			select {
+			case e := <-events:
+				if e.State == want {
+					return e
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no %s state", want)
+			}
+		}
+	}
+	waitState(StateReady)
+	waitFile(t, filepath.Join(remote, "f29"), "x")
+	ents, _ := os.ReadDir(local)
+	for _, e := range ents {
+		if err := os.Remove(filepath.Join(local, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := waitState(StateHalted)
+	if !strings.Contains(h.Message, local) {
+		t.Errorf("the halt does not name the folder %s: %q", local, h.Message)
+	}
+	if n, _ := os.ReadDir(remote); len(n) != 30 {
+		t.Errorf("%d files left in the dev container's folder, want 30: the halt deleted", len(n))
+	}
+	if hint := HaltHint("web"); !strings.Contains(hint, "devtool up web --reset") || !strings.Contains(hint, "devtool up web --accept-deletions") {
+		t.Errorf("hint %q", hint)
+	}
+	// The files come back (a disk mounted again) and the next connection looks again.
+	for i := 0; i < 30; i++ {
+		if err := os.WriteFile(filepath.Join(local, "f"+strconv.Itoa(i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	serverSide[0].Close()
+	mu.Unlock()
+	conns <- open
+	waitState(StateReady)
 	cancel()
 	if err := <-done; err != context.Canceled {
 		t.Errorf("Run: %v", err)

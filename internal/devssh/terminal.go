@@ -29,6 +29,7 @@ const (
 type keepRequestMsg struct {
 	ID       string
 	Received uint64
+	Fresh    bool
 }
 
 type keepInfoMsg struct {
@@ -55,6 +56,8 @@ type Terminal struct {
 	// Notify gets one sentence for the user when something about the command changes (it was
 	// attached again, output was lost, it was started anew); nil drops them.
 	Notify func(string)
+	// OnKeepID is told when the keep ID changes (the agent refused the one given); may be nil.
+	OnKeepID func(string)
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -255,18 +258,23 @@ func (t *Terminal) Run(ctx context.Context, c *Client) (code int, ended bool, er
 	noKeep, received := t.noKeep, t.received
 	t.mu.Unlock()
 	if !noKeep {
-		ok, err := ch.SendRequest(keepRequest, true, ssh.Marshal(keepRequestMsg{ID: t.id, Received: received}))
+		t.mu.Lock()
+		fresh := !t.started
+		t.mu.Unlock()
+		var m keepInfoMsg
+		ok, err := t.askKeep(ch, c, info, received, fresh, &m)
 		if err != nil {
 			return fail("asking the agent to keep the command", err)
 		}
-		var m keepInfoMsg
-		if ok {
-			select {
-			case m = <-info:
-			case <-time.After(10 * time.Second):
-				return fail("asking the agent to keep the command", errors.New("no answer"))
-			case <-c.Done():
-				return fail("asking the agent to keep the command", c.Err())
+		if !ok && fresh {
+			// The ID may be another key's (a state folder whose key was made again) or
+			// an old agent's refusal: a new ID tells them apart.
+			t.id = NewKeepID()
+			if t.OnKeepID != nil {
+				t.OnKeepID(t.id)
+			}
+			if ok, err = t.askKeep(ch, c, info, received, fresh, &m); err != nil {
+				return fail("asking the agent to keep the command", err)
 			}
 		}
 		t.mu.Lock()
@@ -310,8 +318,12 @@ func (t *Terminal) Run(ctx context.Context, c *Client) (code int, ended bool, er
 		t.mu.Unlock()
 	} else {
 		t.mu.Lock()
+		again := t.started
 		t.newCommandLocked()
 		t.mu.Unlock()
+		if again {
+			t.notify("the dev command of the lost connection ended with it (this agent does not keep commands); starting it again")
+		}
 	}
 
 	var startErr error
@@ -387,6 +399,22 @@ func (t *Terminal) Run(ctx context.Context, c *Client) (code int, ended bool, er
 			finish()
 			return ExitStatusUnknown, false, fmt.Errorf("lost the connection to the agent: %w", c.Err())
 		}
+	}
+}
+
+// askKeep sends the keep request and reads the agent's info that precedes its answer.
+func (t *Terminal) askKeep(ch ssh.Channel, c *Client, info <-chan keepInfoMsg, received uint64, fresh bool, m *keepInfoMsg) (bool, error) {
+	ok, err := ch.SendRequest(keepRequest, true, ssh.Marshal(keepRequestMsg{ID: t.id, Received: received, Fresh: fresh}))
+	if err != nil || !ok {
+		return false, err
+	}
+	select {
+	case *m = <-info:
+		return true, nil
+	case <-time.After(10 * time.Second):
+		return false, errors.New("no answer")
+	case <-c.Done():
+		return false, c.Err()
 	}
 }
 

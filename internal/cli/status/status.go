@@ -46,7 +46,9 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 synchronization is, as a percentage (100.00% when both sides are equal), with pending files, conflicts
 (both versions kept) and errors, then each conflict and each path that fails to synchronize. When up
 reported the failed state (the synchronization cannot start, the dev container was taken over) its
-reason comes first. --watch updates the summary in place; -o json prints up's state and the sync
+reason comes first. A folder whose synchronization halted (it was found emptied or replaced, or most
+of its files were deleted at once: nothing is deleted on the other side) is named with what was seen,
+followed by how to go on: 'devtool up --reset' or 'devtool up --accept-deletions'. --watch updates the summary in place; -o json prints up's state and the sync
 service's whole answer; --info prints the sync service's address, user name and password (generated
 per dev container, stored 0600 under ~/.devtool).`,
 		Args: cobra.MaximumNArgs(1),
@@ -130,6 +132,12 @@ func run(ctx context.Context, opts *Options) error {
 			fmt.Fprintln(opts.IO.Out, line)
 			for _, l := range details(st) {
 				fmt.Fprintln(opts.IO.Out, l)
+			}
+			for _, f := range st.Folders {
+				if f.Halted != "" {
+					fmt.Fprintln(opts.IO.Out, dev.HaltHint(d.Name))
+					break
+				}
 			}
 			return nil
 		}

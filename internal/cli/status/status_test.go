@@ -3,7 +3,10 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,5 +113,40 @@ func TestFormat(t *testing.T) {
 	}
 	if got, want := format(h), "50.00%, sync of /src halted: the local folder /src is empty"; got != want {
 		t.Errorf("halted: %q, want %q", got, want)
+	}
+}
+
+// A halted folder is named with what was seen, followed by the flags of up that go on.
+func TestStatusHaltedNamesFlags(t *testing.T) {
+	work, home := t.TempDir(), t.TempDir()
+	_ = os.WriteFile(filepath.Join(work, "compose.yml"), []byte("services:\n  web:\n    image: busybox\n"), 0o644)
+	sd, err := dev.OpenStateDir(home, work, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"connected":true,"synced":true,"percent":100,"folders":[{"local":"/src","remote":"/app","percent":100,"files":3,"halted":"the local folder /src is empty"}]}`)
+	}))
+	defer srv.Close()
+	if err := sd.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Unlock()
+	_ = sd.WriteStatusService(dev.StatusService{Addr: strings.TrimPrefix(srv.URL, "http://"), User: "u", Password: "pw"})
+	ios, _, out, _ := iostreams.Test()
+	opts := &Options{IO: ios, WorkDir: work, Environ: map[string]string{}, Getenv: func(k string) string {
+		if k == "DEVTOOL_HOME" {
+			return home
+		}
+		return ""
+	}}
+	if err := run(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"sync of /src halted: the local folder /src is empty", "devtool up web --reset", "devtool up web --accept-deletions"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status %q lacks %q", got, want)
+		}
 	}
 }

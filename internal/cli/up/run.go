@@ -34,15 +34,36 @@ func run(ctx context.Context, opts *Options) error {
 func runSession(ctx context.Context, opts *Options, p *prepared) error {
 	d := p.dev.Dev
 	tty := opts.IO.CanPrompt() && opts.IO.IsStdoutTTY()
+	// On a terminal the dev command's terminal is in raw mode from its start on: a line ends
+	// with \r\n there.
+	eol := "\n"
+	if tty {
+		eol = "\r\n"
+	}
 	p.dev.Progress = func(e dev.Event) {
-		if !tty || e.State == dev.StateFailed || e.State == dev.StateReady {
-			fmt.Fprintf(opts.IO.ErrOut, "%s: %s\n", e.State, e.Message)
+		if !tty || e.State == dev.StateFailed || e.State == dev.StateReady || e.State == dev.StateHalted {
+			fmt.Fprintf(opts.IO.ErrOut, "%s: %s%s", e.State, e.Message, eol)
+		}
+		if e.State == dev.StateHalted {
+			fmt.Fprintf(opts.IO.ErrOut, "%s%s", dev.HaltHint(d.Name), eol)
 		}
 	}
+	if opts.AcceptDeletions {
+		fmt.Fprintf(opts.IO.ErrOut, "Deletions are accepted for this up (--accept-deletions): an emptied or replaced folder is carried over to the other side. Start up without it afterwards.%s", eol)
+	}
 	so := dev.SessionOptions{TTY: tty, Command: devCommand(opts, d), Stdin: opts.IO.In, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut, Reset: opts.Reset,
-		Folder: p.project.Dir, Force: opts.Force,
+		AcceptDeletions: opts.AcceptDeletions, Folder: p.project.Dir, Force: opts.Force,
 		Notify: func(n dev.Notice) {
-			if n.Kind == dev.NoticeLost && tty {
+			if tty {
+				// Over the dev command's output: one bracketed line, on a line of its own.
+				switch n.Kind {
+				case dev.NoticeLost:
+					fmt.Fprintf(opts.IO.ErrOut, "\r\n[devtool] %s; the dev command goes on in the pod, keys typed now are sent once it is back\r\n", n.Message)
+				case dev.NoticeReconnected:
+					// The terminal's own notice follows (back in the dev command, or started anew).
+				default:
+					fmt.Fprintf(opts.IO.ErrOut, "\r\n[devtool] %s\r\n", n.Message)
+				}
 				return
 			}
 			fmt.Fprintln(opts.IO.ErrOut, n.Message)

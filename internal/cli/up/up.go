@@ -44,6 +44,8 @@ type Options struct {
 	ForceDeploy bool
 	Reset       bool
 	Force       bool // --force: take the dev container over from another up
+	// AcceptDeletions (--accept-deletions) carries over what the sync's halts stop.
+	AcceptDeletions bool
 	// PortFree probes a forward's local port before anything is changed (dev.PortFree).
 	PortFree func(port int) error
 }
@@ -70,6 +72,20 @@ the dev container stays active afterwards ('devtool exec' works) until 'devtool 
 When the connection drops (the pod was deleted, the API server restarted) up reconnects and every
 forward answers again on the same local port. When the original is redeployed the dev container is
 rebuilt from it.
+
+The file synchronization halts a folder instead of deleting what looks like an accident: a local
+folder found empty or replaced by another (a disk or share not mounted, a folder restored empty),
+the folder emptied in the dev container (rm -rf), or most of a side's files deleted at once. up
+and 'devtool status' then say halted, naming the folder and what was seen; the other folders go
+on, and the next connection looks again (a remounted disk simply goes on). To go on otherwise,
+stop up and start it again with --reset (nothing is deleted: each side gets back what it lacks)
+or --accept-deletions (the deletions are carried over; only for that up).
+
+When the connection drops, the dev command on a terminal keeps running in the dev container (for
+10 minutes) and up attaches to it again once reconnected: the same shell, its background jobs
+gone on, the keys typed meanwhile delivered, the output it wrote meanwhile shown (up to 256 KiB;
+up says when some was lost). An up started again after one that died attaches to the command
+that one left running.
 
 A dev container has one owner: the up holding its lease (Lease devtool-dev-<name>, renewed while up
 runs, expired 30s after an up died). An up from another machine, home or folder is refused, naming
@@ -108,7 +124,9 @@ with its file, line and field, and up exits with code 2.`,
 	cmd.Flags().StringVar(&opts.Command, "command", "", "the command to run in the dev container (default: the dev entry's, else sh)")
 	cmd.Flags().BoolVar(&opts.ForceDeploy, "deploy", false, "deploy the environment first, even when it is deployed")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "take the dev container over from another machine's or folder's up (that up stops)")
-	cmd.Flags().BoolVar(&opts.Reset, "reset", false, "forget the sync state: compare every file anew (differences kept as conflicts)")
+	cmd.Flags().BoolVar(&opts.Reset, "reset", false, "forget the sync state: compare every file anew (differences kept as conflicts); restores what a halted sync would have deleted")
+	cmd.Flags().BoolVar(&opts.AcceptDeletions, "accept-deletions", false, "carry over the deletions a halted sync stopped (an emptied or replaced folder, most files deleted at once), for this up")
+	cmd.MarkFlagsMutuallyExclusive("reset", "accept-deletions")
 	return cmd
 }
 

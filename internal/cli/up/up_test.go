@@ -27,6 +27,17 @@ func TestFlags(t *testing.T) {
 		strings.Join(got.Env.Files, ",") != "a.yml,b.yml" || got.Env.Name != "shop" {
 		t.Errorf("%+v", got)
 	}
+	cmd = NewCmd(&cmdutil.Factory{IOStreams: io, Getenv: func(string) string { return "" }}, func(_ context.Context, o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--accept-deletions"})
+	if err := cmd.Execute(); err != nil || !got.AcceptDeletions || got.Reset {
+		t.Errorf("--accept-deletions: %v %+v", err, got)
+	}
+	cmd = NewCmd(&cmdutil.Factory{IOStreams: io, Getenv: func(string) string { return "" }}, func(context.Context, *Options) error { return nil })
+	cmd.SetArgs([]string{"--accept-deletions", "--reset"})
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "accept-deletions") {
+		t.Errorf("--accept-deletions with --reset: %v", err)
+	}
 	cmd = NewCmd(&cmdutil.Factory{IOStreams: io, Getenv: func(string) string { return "" }}, func(context.Context, *Options) error { return nil })
 	cmd.SetArgs([]string{"--env", "NOVALUE"})
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
