@@ -38,7 +38,7 @@ type bg struct {
 
 func (u *user) start(args ...string) *bg {
 	u.t.Helper()
-	cmd := exec.Command(devtoolBin, args...)
+	cmd := u.command(context.Background(), args...)
 	cmd.Dir = u.dir
 	cmd.Env = append([]string{
 		"HOME=" + u.home, "DEVTOOL_HOME=" + u.home, "KUBECONFIG=" + u.c.Kubeconfig,

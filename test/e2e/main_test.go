@@ -55,6 +55,16 @@ type user struct {
 	home    string
 	extra   []string
 	timeout time.Duration
+	// wrap, when set, runs devtool through this command line (setpriv, to drop capabilities).
+	wrap []string
+}
+
+// command is devtool with args, run through u.wrap when set.
+func (u *user) command(ctx context.Context, args ...string) *exec.Cmd {
+	if len(u.wrap) > 0 {
+		return exec.CommandContext(ctx, u.wrap[0], append(append(append([]string(nil), u.wrap[1:]...), devtoolBin), args...)...)
+	}
+	return exec.CommandContext(ctx, devtoolBin, args...)
 }
 
 func newUser(t testing.TB, c *testcluster.Cluster) *user {
@@ -77,7 +87,7 @@ func (u *user) run(args ...string) (string, string, error) {
 	u.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), u.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, devtoolBin, args...)
+	cmd := u.command(ctx, args...)
 	cmd.Dir = u.dir
 	cmd.Env = append([]string{
 		"HOME=" + u.home, "DEVTOOL_HOME=" + u.home, "KUBECONFIG=" + u.c.Kubeconfig,
