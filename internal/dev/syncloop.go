@@ -116,10 +116,19 @@ func (s *SyncLoop) Run(ctx context.Context, conns <-chan Opener) error {
 		}
 		select {
 		case <-s.Client.Synced():
-			s.reportReady("files synchronized; the dev container is ready")
 		case <-rctx.Done():
 			return
 		}
+		// The engine's status snapshot is published a moment after Synced: the halts are
+		// known once it says synced.
+		for i := 0; i < 100 && !s.Client.Status().Synced; i++ {
+			select {
+			case <-rctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		s.reportReady("files synchronized; the dev container is ready")
 		// A folder may halt (or go on after a reconnect) at any time: the state follows.
 		t := time.NewTicker(haltCheckEvery)
 		defer t.Stop()

@@ -108,6 +108,7 @@ func TestDevUpHaltAcceptDeletions(t *testing.T) {
 	// 1. rm -rf of the synced folder in the pod.
 	_, _, _ = u.run("exec", "app", "--namespace", ns, "--", "sh", "-c", "rm -rf /src; true")
 	up.waitLine(t, "halted:", 2*time.Minute)
+	up.waitLine(t, "--accept-deletions", time.Minute)
 	if !strings.Contains(up.output(), "/src") || !strings.Contains(up.output(), "devtool up app --accept-deletions") || !strings.Contains(up.output(), "devtool up app --reset") {
 		t.Errorf("the halt does not name the folder and how to go on:\n%s", up.output())
 	}
@@ -143,6 +144,9 @@ func TestDevUpHaltAcceptDeletions(t *testing.T) {
 	}
 	up = u.start("up", "app", "--namespace", ns)
 	up.waitLine(t, "halted:", 4*time.Minute)
+	if strings.Contains(up.output(), "ready:") {
+		t.Errorf("up said ready with a halted folder:\n%s", up.output())
+	}
 	if !strings.Contains(up.output(), src) {
 		t.Errorf("the halt does not name the local folder %s:\n%s", src, up.output())
 	}
@@ -203,7 +207,10 @@ func TestDevUpHaltReplacedRoot(t *testing.T) {
 	u.write("src/other.txt", "another folder\n")
 	up = u.start("up", "app", "--namespace", ns)
 	up.waitLine(t, "halted:", 4*time.Minute)
-	if !strings.Contains(up.output(), "another folder than the one last synchronized") && !strings.Contains(up.output(), src) {
+	if strings.Contains(up.output(), "ready:") {
+		t.Errorf("up said ready with a halted folder:\n%s", up.output())
+	}
+	if !strings.Contains(up.output(), "another folder than the one last synchronized") || !strings.Contains(up.output(), src) {
 		t.Errorf("the halt does not say the folder was replaced:\n%s", up.output())
 	}
 	stays(t, 5*time.Second, "the pod's files while halted", func() error {

@@ -112,6 +112,9 @@ with its file, line and field, and up exits with code 2.`,
 			if _, err := parseEnv(opts.SetEnv); err != nil {
 				return cmdutil.FlagErrorf("%v", err)
 			}
+			if opts.Reset && opts.AcceptDeletions {
+				return cmdutil.FlagErrorf("--reset and --accept-deletions cannot be combined: --reset gets the missing files back from the other side, --accept-deletions deletes them there")
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -126,7 +129,6 @@ with its file, line and field, and up exits with code 2.`,
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "take the dev container over from another machine's or folder's up (that up stops)")
 	cmd.Flags().BoolVar(&opts.Reset, "reset", false, "forget the sync state: compare every file anew (differences kept as conflicts); restores what a halted sync would have deleted")
 	cmd.Flags().BoolVar(&opts.AcceptDeletions, "accept-deletions", false, "carry over the deletions a halted sync stopped (an emptied or replaced folder, most files deleted at once), for this up")
-	cmd.MarkFlagsMutuallyExclusive("reset", "accept-deletions")
 	return cmd
 }
 

@@ -35,8 +35,9 @@ func TestFlags(t *testing.T) {
 	cmd = NewCmd(&cmdutil.Factory{IOStreams: io, Getenv: func(string) string { return "" }}, func(context.Context, *Options) error { return nil })
 	cmd.SetArgs([]string{"--accept-deletions", "--reset"})
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "accept-deletions") {
-		t.Errorf("--accept-deletions with --reset: %v", err)
+	var fe *cmdutil.FlagError
+	if err := cmd.Execute(); !errors.As(err, &fe) || !strings.Contains(err.Error(), "cannot be combined") {
+		t.Errorf("--accept-deletions with --reset: %v, want a usage error", err)
 	}
 	cmd = NewCmd(&cmdutil.Factory{IOStreams: io, Getenv: func(string) string { return "" }}, func(context.Context, *Options) error { return nil })
 	cmd.SetArgs([]string{"--env", "NOVALUE"})
