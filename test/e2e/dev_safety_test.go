@@ -306,4 +306,3 @@ func TestDevUpUnreadableAndLinks(t *testing.T) {
 	_ = os.Chmod(sub, 0o755)
 	u.mustRun("down", "app", "--namespace", ns, "--volumes")
 }
-
