@@ -156,6 +156,16 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 		}
 	}
 	defer func() { u.onReport = nil }()
+	// A rebuild (Follow) reports ready again once the session is connected to the new pod.
+	rebuilt := make(chan string, 1)
+	u.onRebuilt = func(pod string) {
+		select {
+		case <-rebuilt:
+		default:
+		}
+		rebuilt <- pod
+	}
+	defer func() { u.onRebuilt = nil }()
 	// A dev home found new or emptied (see Up.FreshHome) makes the sync compare every file
 	// anew instead of taking the files missing there for deletions to carry over.
 	var (
@@ -262,16 +272,31 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 			}
 		}
 	})
+	var loop *SyncLoop
 	if sc != nil {
-		loop := &SyncLoop{Client: sc, Report: u.Report, Logger: syncLogger(u.Logger)}
+		loop = &SyncLoop{Client: sc, Report: u.Report, Logger: syncLogger(u.Logger)}
 		g.Go(func() error { return loop.Run(gctx, conns) })
 	}
 	g.Go(func() error {
 		first := true
+		pendingRebuild := "" // the new pod of a rebuild, until the session is connected to it
+		rebuiltReady := func() {
+			pendingRebuild = ""
+			if loop != nil {
+				loop.reportReady("rebuilt; the dev container is ready")
+				return
+			}
+			u.Report(Event{State: StateReady, Message: "rebuilt; the dev container is ready"})
+		}
 		for {
 			select {
 			case <-gctx.Done():
 				return nil
+			case pod := <-rebuilt:
+				pendingRebuild = pod
+				if c := sess.Client(); c != nil && c.Err() == nil && dialer.Pod() == pod {
+					rebuiltReady()
+				}
 			case ev := <-sess.Events():
 				u.logInfo("connection", "event", ev.Kind.String(), "took", ev.Duration, "attempts", ev.Attempts, "err", ev.Err)
 				if ev.Client == nil {
@@ -293,6 +318,9 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 					}
 				} else {
 					notify(NoticeReconnected, "reconnected to %s in %s; forwards answer again on the same ports", dialer.Pod(), ev.Duration.Round(time.Millisecond))
+					if pendingRebuild != "" && dialer.Pod() == pendingRebuild {
+						rebuiltReady()
+					}
 				}
 				c := ev.Client
 				if dialer.InstallSkipped() {

@@ -45,7 +45,8 @@ type Up struct {
 	FreshHome func(pod string)
 	Logger    *slog.Logger
 
-	onReport func(Event) // Run's own hook (the ready state starts the dev command)
+	onReport  func(Event)  // Run's own hook (the ready state starts the dev command)
+	onRebuilt func(string) // Run's own hook: Follow rebuilt the dev container, its new pod
 }
 
 // StoppedError ends `up` when something outside changed the dev container.
@@ -212,5 +213,10 @@ func (u *Up) Follow(ctx context.Context, a *Active, d *PodDialer) error {
 		u.recordPod(na)
 		a = na
 		d.SetActive(na)
+		// Ready again once the session is connected to the new pod (Run reports it).
+		u.Report(Event{State: StateAttaching, Message: "rebuilt; connecting to pod " + na.Pod})
+		if u.onRebuilt != nil {
+			u.onRebuilt(na.Pod)
+		}
 	}
 }

@@ -304,6 +304,8 @@ func TestDevUpHello(t *testing.T) {
 	u.mustRun("deploy", "--namespace", ns, "--timeout", "4m")
 	eventually(t, 3*time.Minute, "the mirror follows the redeploy", mirrorHasEnv(cs, ns, "deployment", "web-devtool", "GREETING", "redeployed"))
 	eventually(t, 2*time.Minute, "the forward after the rebuild", bodyContains(port, "edited locally"))
+	// Ready again once connected to the rebuilt pod (a Ctrl-C before that interrupts the rebuild).
+	up.waitLine(t, "ready: rebuilt; the dev container is ready", 3*time.Minute)
 	redeployed, _ := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 	if *redeployed.Spec.Replicas != 0 {
 		t.Errorf("the original runs again next to the dev container: replicas %d", *redeployed.Spec.Replicas)
