@@ -372,6 +372,7 @@ func (u *Up) runTerminal(ctx context.Context, o SessionOptions, clients <-chan *
 	term.OnKeepID = func(id string) { u.saveKeepID(id, o.Command) }
 	defer term.Close()
 	var c *devssh.Client
+	failures := 0 // Runs in a row that failed on a live connection
 	for {
 		if c == nil {
 			select {
@@ -381,7 +382,11 @@ func (u *Up) runTerminal(ctx context.Context, o SessionOptions, clients <-chan *
 			}
 		}
 		u.logDebug("running the dev command", "command", o.Command)
+		began := time.Now()
 		code, ended, err := term.Run(ctx, c)
+		if time.Since(began) > time.Minute {
+			failures = 0 // it ran well for a while
+		}
 		if ended {
 			u.logInfo("the dev command ended", "code", code, "err", err)
 			return &CommandEndedError{Code: code}
@@ -392,14 +397,21 @@ func (u *Up) runTerminal(ctx context.Context, o SessionOptions, clients <-chan *
 		u.logInfo("the dev command's terminal is detached; attaching again on the next connection", "err", err, "pid", term.PID())
 		select {
 		case <-c.Done():
-			c = nil // the next connection comes through clients
+			c, failures = nil, 0 // the next connection comes through clients
 		case <-ctx.Done():
 			return nil
 		case <-time.After(time.Second):
-			// The connection lives on (the agent closed only the session): attach again on it.
+			// The connection lives on (the agent closed only the session): attach again on it,
+			// a few times.
+			if failures++; failures >= maxTerminalFailures {
+				return fmt.Errorf("the dev command cannot run in the dev container: %w", err)
+			}
 		}
 	}
 }
+
+// maxTerminalFailures bounds the attempts to run the dev command on a connection that stays up.
+const maxTerminalFailures = 5
 
 // keepID is the name the dev command is kept under in the agent: the one recorded in the state
 // file for the same command (so an up started again after one that died attaches to the
@@ -419,6 +431,8 @@ func (u *Up) saveKeepID(id string, command []string) {
 	if u.State == nil {
 		return
 	}
+	u.stateMu.Lock()
+	defer u.stateMu.Unlock()
 	r, _ := u.State.ReadState()
 	r.Keep, r.KeepCommand = id, strings.Join(command, "\x00")
 	if err := u.State.WriteState(r); err != nil {

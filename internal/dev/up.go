@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/devtool/devtool/internal/devssh"
@@ -47,6 +48,7 @@ type Up struct {
 
 	onReport  func(Event)  // Run's own hook (the ready state starts the dev command)
 	onRebuilt func(string) // Run's own hook: Follow rebuilt the dev container, its new pod
+	stateMu   sync.Mutex   // the state file is read, changed and written by several goroutines
 }
 
 // StoppedError ends `up` when something outside changed the dev container.
@@ -57,9 +59,12 @@ func (e *StoppedError) Error() string { return e.Change.String() }
 // Report records a state change in the state file and passes it on.
 func (u *Up) Report(e Event) {
 	if u.State != nil {
+		u.stateMu.Lock()
 		r, _ := u.State.ReadState()
 		r.State, r.Message, r.Namespace, r.PID = e.State, e.Message, u.Namespace, os.Getpid()
-		if err := u.State.WriteState(r); err != nil && u.Logger != nil {
+		err := u.State.WriteState(r)
+		u.stateMu.Unlock()
+		if err != nil && u.Logger != nil {
 			u.Logger.Warn("writing the state file", "err", err)
 		}
 	}
@@ -155,6 +160,8 @@ func (u *Up) recordPod(a *Active) {
 	if u.State == nil {
 		return
 	}
+	u.stateMu.Lock()
+	defer u.stateMu.Unlock()
 	r, _ := u.State.ReadState()
 	r.Pod, r.Workload = a.Pod, a.Original.String()
 	_ = u.State.WriteState(r)
