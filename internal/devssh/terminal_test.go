@@ -189,3 +189,59 @@ func TestTerminalResendsLostKeys(t *testing.T) {
 		t.Fatalf("fresh attach: %d %q", lost, f.peek(10))
 	}
 }
+
+// TestTerminalAttachesToCommandLeftRunning: an up that died left its dev command running (no
+// release); a new Terminal with the same keep ID (from the state file) attaches to it, says so,
+// and sends none of the old client's keys again.
+func TestTerminalAttachesToCommandLeftRunning(t *testing.T) {
+	f := newFixture(t)
+	id := NewKeepID()
+	ctx := context.Background()
+
+	keys1, typing1 := io.Pipe()
+	out1 := &lockedBuffer{}
+	term1 := NewTerminal(ExecOptions{Stdin: keys1, Stdout: out1}, id)
+	c1 := f.dial(t)
+	ran := make(chan bool, 1)
+	go func() {
+		_, ended, _ := term1.Run(ctx, c1)
+		ran <- ended
+	}()
+	fmt.Fprintf(typing1, "echo PID=$$\n")
+	pid := out1.waitMatch(t, `PID=(\d+)`)
+	c1.Close() // the up dies: no release
+	if ended := <-ran; ended {
+		t.Fatal("the first terminal says the command ended")
+	}
+	term1.Close()
+	typing1.Close()
+
+	keys2, typing2 := io.Pipe()
+	out2 := &lockedBuffer{}
+	var notes lockedBuffer
+	term2 := NewTerminal(ExecOptions{Stdin: keys2, Stdout: out2}, id)
+	term2.Notify = func(s string) { fmt.Fprintln(&notes, s) }
+	defer term2.Close()
+	c2 := f.dial(t)
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := term2.Run(ctx, c2)
+		done <- code
+	}()
+	fmt.Fprintf(typing2, "echo AGAIN=$$; exit 5\n")
+	if got := out2.waitMatch(t, `AGAIN=(\d+)`); got != pid {
+		t.Errorf("the new terminal runs in pid %s, the one left running is %s", got, pid)
+	}
+	if !strings.Contains(notes.String(), "left running by an earlier up (pid "+pid+")") {
+		t.Errorf("notes %q", notes.String())
+	}
+	select {
+	case code := <-done:
+		if code != 5 {
+			t.Errorf("exit %d, want 5", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit")
+	}
+	typing2.Close()
+}
