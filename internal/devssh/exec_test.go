@@ -106,8 +106,10 @@ func TestExecPTY(t *testing.T) {
 	if strings.TrimSpace(line) != "40 100" {
 		t.Fatalf("first size %q", line)
 	}
-	if err := s.WindowChange(50, 132); err != nil {
-		t.Fatal(err)
+	// Asked with a reply wanted (WindowChange wants none): the agent has resized the terminal
+	// when the answer comes, before the data below is written to it.
+	if ok, err := s.SendRequest("window-change", true, ssh.Marshal(struct{ Columns, Rows, Width, Height uint32 }{132, 50, 0, 0})); !ok || err != nil {
+		t.Fatalf("window-change: %v %v", ok, err)
 	}
 	io.WriteString(stdin, "go\n")
 	line, _ = br.ReadString('\n')
