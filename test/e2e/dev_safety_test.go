@@ -201,10 +201,16 @@ func TestDevUpHaltReplacedRoot(t *testing.T) {
 	})
 	stopUp(t, up)
 
+	// Another folder in its place (made before the old one goes, so it is another inode: a
+	// folder made right after the old one was removed can get its inode back, and then only the
+	// mass-deletion rail sees it).
+	u.write("src.new/other.txt", "another folder\n")
 	if err := os.RemoveAll(src); err != nil {
 		t.Fatal(err)
 	}
-	u.write("src/other.txt", "another folder\n")
+	if err := os.Rename(filepath.Join(u.dir, "src.new"), src); err != nil {
+		t.Fatal(err)
+	}
 	up = u.start("up", "app", "--namespace", ns)
 	up.waitLine(t, "halted:", 4*time.Minute)
 	if strings.Contains(up.output(), "ready:") {
