@@ -1,9 +1,11 @@
 // Command devtool-platform is the platform server (docs/platform.md): `serve` runs the API in the
-// cluster, `install` puts the platform into a cluster (run by deploy/platform/devtool.yml).
+// cluster, `ingress` runs the platform's ingress proxy, `install` puts the platform into a cluster
+// (run by deploy/platform/devtool.yml).
 package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -23,12 +25,13 @@ import (
 	"github.com/devtool/devtool/internal/buildinfo"
 	"github.com/devtool/devtool/internal/platform/analytics"
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/ingress"
 	"github.com/devtool/devtool/internal/platform/install"
 	"github.com/devtool/devtool/internal/platform/server"
 	"github.com/devtool/devtool/internal/platform/store"
 )
 
-const usage = `usage: devtool-platform serve|install [flags]   (devtool-platform <command> -h lists the flags)`
+const usage = `usage: devtool-platform serve|ingress|install [flags]   (devtool-platform <command> -h lists the flags)`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -46,6 +49,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		err = serve(ctx, args[1:], stderr)
+	case "ingress":
+		err = ingressCmd(ctx, args[1:], stderr)
 	case "install":
 		err = installCmd(ctx, args[1:], stderr)
 	case "version":
@@ -98,10 +103,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	caFile := fs.String("api-server-ca-file", "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", "the Kubernetes API's CA (PEM), given to users")
 	domain := fs.String("domain", "", "the platform's domain")
 	registry := fs.String("registry", "", "the registry users push to (host[:port])")
+	ingressClass := fs.String("ingress-class", "", "the ingressClassName of users' Ingresses (told to the CLI)")
+	endpointPort := fs.Int("endpoint-port", 0, "the HTTPS port endpoints answer on (told to the CLI; 0: 443)")
+	ticketKey := fs.String("ticket-key", "", "the Ed25519 key signing private endpoints' sign-in tickets (raw 64 bytes; none: no endpoint sign-in)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster, else KUBECONFIG)")
 	allowAnalytics := fs.Bool("analytics", false, "accept the CLI's analytics events (daily counts only; docs/analytics.md) until an admin sets otherwise through the API")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
+	}
+	if *endpointPort < 0 || *endpointPort > 65535 {
+		return usageError{"serve: --endpoint-port: a port number"}
 	}
 	if *certFile == "" || *keyFile == "" {
 		return usageError{"serve: --tls-cert and --tls-key are required (the platform serves HTTPS only)"}
@@ -123,13 +134,37 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	agg := &analytics.Aggregator{Kube: st.Kube, Namespace: *ns, Default: *allowAnalytics, Log: log}
 	srv := server.New(server.Options{Store: st, Log: log, Instance: os.Getenv("POD_NAME"), Analytics: agg, Info: api.Info{
 		Version: buildinfo.Version, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain, Registry: *registry,
+		IngressClass: *ingressClass, EndpointPort: *endpointPort,
 	}})
+	handler := srv.Handler()
+	if *ticketKey != "" {
+		key, err := readKey(*ticketKey, ed25519.PrivateKeySize)
+		if err != nil {
+			return err
+		}
+		// Private endpoints' sign-in (internal/platform/ingress): the token form until the web UI
+		// gives its session and sign-in page (LoginOptions.Session, SignInURL).
+		login := ingress.LoginHandler(ingress.LoginOptions{Key: ed25519.PrivateKey(key), Domain: *domain, Log: log,
+			Authenticate: func(ctx context.Context, token string) (ingress.Identity, error) {
+				u, _, err := st.Authenticate(ctx, token)
+				if errors.Is(err, store.ErrBadToken) {
+					return ingress.Identity{}, ingress.ErrBadCredentials
+				} else if err != nil {
+					return ingress.Identity{}, err
+				}
+				return ingress.Identity{User: u.Name, KubeUser: st.SAUsername(u.Name)}, nil
+			}})
+		mux := http.NewServeMux()
+		mux.Handle(ingress.LoginPath, login)
+		mux.Handle("/", handler)
+		handler = mux
+	}
 	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 	if err != nil {
 		return fmt.Errorf("loading the serving certificate: %w", err)
 	}
 	hs := &http.Server{
-		Handler:           srv.Handler(),
+		Handler:           handler,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -182,6 +217,11 @@ func installCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&o.APIServer, "api-server", "", "the Kubernetes API address users get (required)")
 	fs.StringVar(&o.OutDir, "out-dir", "/tmp/devtool-cluster", "folder for platform-url, platform-ca.crt, platform-admin-token")
 	replicas := fs.Int("replicas", 2, "replicas of the API")
+	fs.StringVar(&o.Domain, "domain", "", "the endpoints' domain: https://<name>-<namespace>.<domain> (default: --host)")
+	fs.StringVar(&o.IngressClass, "ingress-class", "", "the IngressClass of users' endpoints (default: devtool, or devtool-<namespace> beside another install; with --ingress=false: another controller's, \"\" its default)")
+	withIngress := fs.Bool("ingress", true, "install the platform's own ingress (false: another controller serves the endpoints)")
+	ingressReplicas := fs.Int("ingress-replicas", 2, "replicas of the ingress")
+	endpointPort := fs.Int("endpoint-port", 0, "with --ingress=false: the HTTPS port endpoints answer on (default 443)")
 	fs.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "how long to wait for the rollout and the first answer")
 	fs.BoolVar(&o.Analytics, "analytics", false, "the platform accepts the CLI's analytics events until an admin sets otherwise (docs/analytics.md)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default KUBECONFIG)")
@@ -194,7 +234,14 @@ func installCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if *replicas < 1 || *replicas > 20 {
 		return usageError{"install: --replicas: between 1 and 20"}
 	}
+	if *ingressReplicas < 1 || *ingressReplicas > 20 {
+		return usageError{"install: --ingress-replicas: between 1 and 20"}
+	}
+	if *endpointPort < 0 || *endpointPort > 65535 || *endpointPort != 0 && *withIngress {
+		return usageError{"install: --endpoint-port: a port number, only with --ingress=false (the ingress's node port is the endpoints' port)"}
+	}
 	o.Replicas = int32(*replicas)
+	o.NoIngress, o.IngressReplicas, o.EndpointPort = !*withIngress, int32(*ingressReplicas), int32(*endpointPort)
 	cfg, err := restConfig(*kubeconfig)
 	if err != nil {
 		return err
@@ -212,4 +259,16 @@ func installCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stderr, "platform: answering on", res.URL)
 	return nil
+}
+
+// readKey reads a raw key file of n bytes (a mounted Secret key).
+func readKey(path string, n int) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading key %s: %w", path, err)
+	}
+	if len(b) != n {
+		return nil, fmt.Errorf("key %s: %d bytes, want %d", path, len(b), n)
+	}
+	return b, nil
 }

@@ -53,6 +53,10 @@ type Info struct {
 	Builder       string `json:"builder"`       // BuildKit address; "" until the hosted build service exists
 	Registry      string `json:"registry"`      // registry host[:port]; "" when none
 	Domain        string `json:"domain"`        // endpoints are served under *.<domain>
+	// IngressClass is the ingressClassName of users' Ingresses ("" = the cluster's default class).
+	IngressClass string `json:"ingressClass,omitempty"`
+	// EndpointPort is the HTTPS port endpoints answer on (0 = 443): https://<name>-<namespace>.<domain>:<port>/.
+	EndpointPort int `json:"endpointPort,omitempty"`
 	Analytics     bool   `json:"analytics"`     // the admin allows analytics
 }
 

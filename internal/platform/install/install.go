@@ -2,8 +2,11 @@ package install
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -12,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -30,6 +34,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/ingress"
 	"github.com/devtool/devtool/internal/platform/store"
 )
 
@@ -40,9 +45,19 @@ type Options struct {
 	Image     string // the image to run; "" = push the binary at Binary to Registry
 	Binary    string
 	Registry  string // where the image is pushed, e.g. 127.0.0.1:25000
-	Host      string // the platform's host name (and its domain), e.g. devtool.localhost
+	Host      string // the platform's host name, e.g. devtool.localhost
 	APIServer string // the Kubernetes API address users' kubeconfigs get
 	Replicas  int32
+	// Domain is the endpoints' domain (<name>-<namespace>.<Domain>); default Host.
+	Domain string
+	// IngressClass is the class of users' Ingresses: served by the platform's own ingress (default
+	// DefaultIngressClass), or, with NoIngress, another controller's ("" = the cluster's default).
+	IngressClass string
+	// NoIngress leaves the platform's ingress out: another controller (nginx, Traefik, a cloud load
+	// balancer) serves the endpoints, on EndpointPort (default 443).
+	NoIngress       bool
+	IngressReplicas int32 // default 2
+	EndpointPort    int32
 	// OutDir receives platform-url, platform-ca.crt and platform-admin-token (0600).
 	OutDir   string
 	Progress func(string)
@@ -55,6 +70,9 @@ type Options struct {
 type Result struct {
 	URL, Image string
 	NodePort   int32
+	// IngressClass and EndpointPort are what the CLI uses for endpoints (also in /api/v1/info).
+	IngressClass string
+	EndpointPort int32
 }
 
 const fieldManager = "devtool-platform"
@@ -74,6 +92,15 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.Progress == nil {
 		o.Progress = func(string) {}
+	}
+	if o.Domain == "" {
+		o.Domain = o.Host
+	}
+	if o.IngressReplicas == 0 {
+		o.IngressReplicas = 2
+	}
+	if o.IngressClass == "" && !o.NoIngress {
+		o.IngressClass = DefaultIngressClass(o.Namespace)
 	}
 	if o.Host == "" || o.APIServer == "" || o.OutDir == "" {
 		return nil, errors.New("install: the host, the API server address and the output folder are required")
@@ -126,17 +153,50 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, obj := range workload(o.Namespace, image, o.Replicas, ServeArgs{Namespace: o.Namespace, APIServer: o.APIServer, Domain: o.Host, Analytics: o.Analytics}) {
+	authData, err := ensureAuthKeys(ctx, st, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	// The Services first: their node ports are the platform's URL and the endpoints' port.
+	if err := a.applyTyped(ctx, nodePortService(o.Namespace, Name, appLabels)); err != nil {
+		return nil, err
+	}
+	port, err := nodePort(ctx, st, o.Namespace, Name)
+	if err != nil {
+		return nil, err
+	}
+	url := fmt.Sprintf("https://%s:%d", o.Host, port)
+	endpointPort := o.EndpointPort
+	if !o.NoIngress {
+		if err := ensureIngressTLS(ctx, st, o.Namespace, o.Domain, time.Now()); err != nil {
+			return nil, err
+		}
+		for _, obj := range ingressObjects(o.Namespace, o.IngressClass) {
+			if err := a.applyTyped(ctx, obj); err != nil {
+				return nil, err
+			}
+		}
+		if endpointPort, err = nodePort(ctx, st, o.Namespace, IngressName); err != nil {
+			return nil, err
+		}
+		dep := ingressDeployment(o.Namespace, image, IngressArgs{Class: o.IngressClass, Domain: o.Domain, PlatformURL: url,
+			Replicas: o.IngressReplicas, ConfigHash: hashOf(authData)})
+		if err := a.applyTyped(ctx, dep); err != nil {
+			return nil, err
+		}
+		o.Progress(fmt.Sprintf("ingress class %s: %d replicas, endpoints https://<name>-<namespace>.%s:%d", o.IngressClass, o.IngressReplicas, o.Domain, endpointPort))
+	}
+	platformTLS, err := st.Kube.CoreV1().Secrets(o.Namespace).Get(ctx, TLSSecret, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sa := ServeArgs{Namespace: o.Namespace, APIServer: o.APIServer, Domain: o.Domain, Analytics: o.Analytics, IngressClass: o.IngressClass,
+		EndpointPort: endpointPort, ConfigHash: hashOf(platformTLS.Data, authData)}
+	for _, obj := range workload(o.Namespace, image, o.Replicas, sa) {
 		if err := a.applyTyped(ctx, obj); err != nil {
 			return nil, err
 		}
 	}
-	svc, err := st.Kube.CoreV1().Services(o.Namespace).Get(ctx, Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	port := svc.Spec.Ports[0].NodePort
-	url := fmt.Sprintf("https://%s:%d", o.Host, port)
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -149,17 +209,23 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	o.Progress("admin token in " + filepath.Join(o.OutDir, "platform-admin-token"))
 	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if err := waitRollout(wctx, st, o.Namespace); err != nil {
+	if err := waitRollout(wctx, st, o.Namespace, Name); err != nil {
 		return nil, err
 	}
 	o.Progress(fmt.Sprintf("deployment %s/%s: %d replicas ready", o.Namespace, Name, o.Replicas))
+	if !o.NoIngress {
+		if err := waitRollout(wctx, st, o.Namespace, IngressName); err != nil {
+			return nil, err
+		}
+		o.Progress(fmt.Sprintf("deployment %s/%s: %d replicas ready", o.Namespace, IngressName, o.IngressReplicas))
+	}
 	if err := waitAnswer(wctx, url, ca); err != nil {
 		return nil, err
 	}
 	if err := writeFile(filepath.Join(o.OutDir, "platform-url"), []byte(url+"\n"), 0o644); err != nil {
 		return nil, err
 	}
-	return &Result{URL: url, Image: image, NodePort: port}, nil
+	return &Result{URL: url, Image: image, NodePort: port, IngressClass: o.IngressClass, EndpointPort: endpointPort}, nil
 }
 
 func writeFile(path string, data []byte, mode os.FileMode) error {
@@ -200,6 +266,7 @@ var resources = map[string]schema.GroupVersionResource{
 	"Deployment":         {Group: "apps", Version: "v1", Resource: "deployments"},
 	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
 	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"IngressClass":       {Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"},
 	"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
 	"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
 }
@@ -275,7 +342,7 @@ func ensureTLS(ctx context.Context, st *store.Store, ns, host string, now time.T
 		if _, err := st.Kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 			return nil, fmt.Errorf("updating the TLS Secret: %w", err)
 		}
-		return c.CA, nil
+		return c.CA, putCA(ctx, st, ns, c)
 	}
 	s := &corev1.Secret{ObjectMeta: meta(TLSSecret, ns), Type: corev1.SecretTypeTLS, Data: data}
 	if _, err := st.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
@@ -288,7 +355,132 @@ func ensureTLS(ctx context.Context, st *store.Store, ns, host string, now time.T
 	} else if err != nil {
 		return nil, fmt.Errorf("creating the TLS Secret: %w", err)
 	}
-	return c.CA, nil
+	return c.CA, putCA(ctx, st, ns, c)
+}
+
+// putCA keeps the CA's key beside the serving certificate it signed (CASecret), to issue the
+// ingress's certificate later.
+func putCA(ctx context.Context, st *store.Store, ns string, c *Certs) error {
+	data := map[string][]byte{"ca.crt": c.CA, "ca.key": c.CAKey}
+	return putSecret(ctx, st, &corev1.Secret{ObjectMeta: meta(CASecret, ns), Type: corev1.SecretTypeOpaque, Data: data})
+}
+
+// putSecret creates s, or replaces the data of the Secret of its name.
+func putSecret(ctx context.Context, st *store.Store, s *corev1.Secret) error {
+	secrets := st.Kube.CoreV1().Secrets(s.Namespace)
+	_, err := secrets.Create(ctx, s, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := secrets.Get(ctx, s.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		cur.Data = s.Data
+		_, err = secrets.Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("writing Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return nil
+}
+
+// ensureIngressTLS makes sure IngressTLSSecret holds a certificate for *.<domain> (and <domain>)
+// that is valid for another 30 days; kept when it is, so a certificate given by the admin stays.
+// A new one is issued by the platform's CA; an install made before the CA's key was kept copies the
+// platform's serving certificate when it covers the domain (it does for the default domain, its
+// host). The ingress pods reload the Secret when it changes.
+func ensureIngressTLS(ctx context.Context, st *store.Store, ns, domain string, now time.Time) error {
+	probe := "endpoint." + domain
+	cur, err := st.Kube.CoreV1().Secrets(ns).Get(ctx, IngressTLSSecret, metav1.GetOptions{})
+	if err == nil && certCovers(cur.Data[corev1.TLSCertKey], probe) && certCovers(cur.Data[corev1.TLSCertKey], domain) {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	var certPEM, keyPEM, caPEM []byte
+	caSec, err := st.Kube.CoreV1().Secrets(ns).Get(ctx, CASecret, metav1.GetOptions{})
+	switch {
+	case err == nil && len(caSec.Data["ca.key"]) > 0:
+		caPEM = caSec.Data["ca.crt"]
+		if certPEM, keyPEM, err = IssueCert(caPEM, caSec.Data["ca.key"], []string{"*." + domain, domain}, now); err != nil {
+			return fmt.Errorf("issuing the ingress's certificate: %w", err)
+		}
+	case err == nil || apierrors.IsNotFound(err):
+		pl, perr := st.Kube.CoreV1().Secrets(ns).Get(ctx, TLSSecret, metav1.GetOptions{})
+		if perr != nil {
+			return perr
+		}
+		if !certCovers(pl.Data[corev1.TLSCertKey], probe) {
+			return fmt.Errorf("the platform's CA key is not kept (Secret %s/%s, made by an older install) and its certificate does not cover *.%s: "+
+				"delete Secret %s/%s and install again for a new CA (clients then need the new platform-ca.crt), or create Secret %s/%s (tls.crt, tls.key) yourself",
+				ns, CASecret, domain, ns, TLSSecret, ns, IngressTLSSecret)
+		}
+		certPEM, keyPEM, caPEM = pl.Data[corev1.TLSCertKey], pl.Data[corev1.TLSPrivateKeyKey], pl.Data["ca.crt"]
+	default:
+		return err
+	}
+	return putSecret(ctx, st, &corev1.Secret{ObjectMeta: meta(IngressTLSSecret, ns), Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, "ca.crt": caPEM}})
+}
+
+// ensureAuthKeys makes the keys of private endpoints once (AuthSecret) and returns its data.
+func ensureAuthKeys(ctx context.Context, st *store.Store, ns string) (map[string][]byte, error) {
+	cur, err := st.Kube.CoreV1().Secrets(ns).Get(ctx, AuthSecret, metav1.GetOptions{})
+	if err == nil && len(cur.Data[keyTicket]) == ed25519.PrivateKeySize && len(cur.Data[keyTicketPublic]) == ed25519.PublicKeySize && len(cur.Data[keyCookie]) >= 32 {
+		return cur.Data, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	exists := err == nil
+	k, err := ingress.NewKeys()
+	if err != nil {
+		return nil, err
+	}
+	data := map[string][]byte{keyTicket: k.TicketKey, keyTicketPublic: k.TicketPublic, keyCookie: k.CookieKey}
+	s := &corev1.Secret{ObjectMeta: meta(AuthSecret, ns), Type: corev1.SecretTypeOpaque, Data: data}
+	if exists { // there but broken: new keys (signed-in visitors sign in again)
+		return data, putSecret(ctx, st, s)
+	}
+	if _, err := st.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		cur, err := st.Kube.CoreV1().Secrets(ns).Get(ctx, AuthSecret, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return cur.Data, nil // another install made it meanwhile
+	} else if err != nil {
+		return nil, fmt.Errorf("creating Secret %s/%s: %w", ns, AuthSecret, err)
+	}
+	return data, nil
+}
+
+// hashOf is a short digest of Secrets' data, put on a pod template so that changed keys restart
+// the pods that read them at start.
+func hashOf(datas ...map[string][]byte) string {
+	h := sha256.New()
+	for _, d := range datas {
+		keys := make([]string, 0, len(d))
+		for k := range d {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(h, "%s=%x;", k, d[k])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// nodePort is the node port of a Service's first port.
+func nodePort(ctx context.Context, st *store.Store, ns, name string) (int32, error) {
+	svc, err := st.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	if len(svc.Spec.Ports) == 0 || svc.Spec.Ports[0].NodePort == 0 {
+		return 0, fmt.Errorf("service %s/%s has no node port", ns, name)
+	}
+	return svc.Spec.Ports[0].NodePort, nil
 }
 
 func certCovers(certPEM []byte, host string) bool {
@@ -335,14 +527,14 @@ func ensureAdmin(ctx context.Context, st *store.Store, path string) error {
 	return writeFile(path, []byte(tok+"\n"), 0o600)
 }
 
-func waitRollout(ctx context.Context, st *store.Store, ns string) error {
+func waitRollout(ctx context.Context, st *store.Store, ns, name string) error {
 	lw := &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", Name).String()
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 			return st.Kube.AppsV1().Deployments(ns).List(ctx, o)
 		},
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", Name).String()
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 			return st.Kube.AppsV1().Deployments(ns).Watch(ctx, o)
 		},
 	}
@@ -356,7 +548,7 @@ func waitRollout(ctx context.Context, st *store.Store, ns string) error {
 			s.AvailableReplicas == *d.Spec.Replicas && s.Replicas == *d.Spec.Replicas, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for deployment %s/%s to roll out (kubectl -n %s describe deployment %s): %w", ns, Name, ns, Name, err)
+		return fmt.Errorf("waiting for deployment %s/%s to roll out (kubectl -n %s describe deployment %s): %w", ns, name, ns, name, err)
 	}
 	return nil
 }

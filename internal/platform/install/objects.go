@@ -23,6 +23,18 @@ const (
 	Name      = "devtool-platform"
 	TLSSecret = "devtool-platform-tls"
 	Port      = 8443
+	// CASecret keeps the platform CA's key (ca.crt, ca.key), to issue the ingress's certificate.
+	CASecret = "devtool-platform-ca"
+	// AuthSecret holds the keys of private endpoints: the platform signs tickets with ticket.key,
+	// the ingress checks them with ticket.pub and signs its cookies with cookie.key.
+	AuthSecret = "devtool-endpoint-auth"
+)
+
+// Keys of AuthSecret.
+const (
+	keyTicket       = "ticket.key"
+	keyTicketPublic = "ticket.pub"
+	keyCookie       = "cookie.key"
 )
 
 var appLabels = map[string]string{"app.kubernetes.io/name": Name}
@@ -155,59 +167,125 @@ func platformRBAC(ns string) []any {
 type ServeArgs struct {
 	Namespace, APIServer, Domain, Registry string
 	Analytics                              bool // serve --analytics
+	// IngressClass and EndpointPort are what /api/v1/info tells the CLI about endpoints.
+	IngressClass string
+	EndpointPort int32
+	// ConfigHash changes when a Secret the pods read at start changes, so they restart.
+	ConfigHash string
 }
 
 func workload(ns, image string, replicas int32, a ServeArgs) []any {
 	args := []string{"serve", "--namespace", ns, "--listen", fmt.Sprintf(":%d", Port),
-		"--tls-cert", "/tls/tls.crt", "--tls-key", "/tls/tls.key", "--api-server", a.APIServer, "--domain", a.Domain}
+		"--tls-cert", "/tls/tls.crt", "--tls-key", "/tls/tls.key", "--api-server", a.APIServer, "--domain", a.Domain,
+		"--ticket-key", "/auth/" + keyTicket}
 	if a.Registry != "" {
 		args = append(args, "--registry", a.Registry)
 	}
 	if a.Analytics {
 		args = append(args, "--analytics")
 	}
+	if a.IngressClass != "" {
+		args = append(args, "--ingress-class", a.IngressClass)
+	}
+	if a.EndpointPort != 0 {
+		args = append(args, "--endpoint-port", fmt.Sprint(a.EndpointPort))
+	}
+	dep := deployment(ns, podSpec{
+		name: Name, container: "platform", image: image, replicas: replicas, args: args, serviceAccount: Name,
+		labels: appLabels, port: Port,
+		probe:      &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(Port), Scheme: corev1.URISchemeHTTPS},
+		configHash: a.ConfigHash,
+		secrets: []secretMount{
+			{volume: "tls", secret: TLSSecret, path: "/tls"},
+			{volume: "auth", secret: AuthSecret, path: "/auth", items: []string{keyTicket}},
+		},
+	})
+	return []any{dep, nodePortService(ns, Name, appLabels)}
+}
+
+// podSpec is what differs between the platform's Deployments (the API server and the ingress).
+type podSpec struct {
+	name, container, image string
+	replicas               int32
+	args                   []string
+	serviceAccount         string
+	labels                 map[string]string // the selector (immutable once applied)
+	port                   int32             // the HTTPS port
+	extraPorts             []corev1.ContainerPort
+	probe                  *corev1.HTTPGetAction // readiness
+	secrets                []secretMount
+	configHash             string
+}
+
+type secretMount struct {
+	volume, secret, path string
+	items                []string // keys mounted; empty = all
+}
+
+// deployment is the one shape of the platform's Deployments: run as nobody, read-only root, no
+// capabilities, POD_NAME in the environment, small requests, Secrets mounted read-only.
+func deployment(ns string, p podSpec) *appsv1.Deployment {
 	no, yes := false, true
 	uid := int64(65534)
-	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(Port), Scheme: corev1.URISchemeHTTPS}},
-		PeriodSeconds: 2, FailureThreshold: 3}
-	labels := map[string]string{"app.kubernetes.io/name": Name, "app.kubernetes.io/part-of": Name}
-	dep := &appsv1.Deployment{
+	podLabels := map[string]string{"app.kubernetes.io/part-of": Name}
+	for k, v := range p.labels {
+		podLabels[k] = v
+	}
+	var ann map[string]string
+	if p.configHash != "" {
+		ann = map[string]string{"devtool.dev/config-hash": p.configHash}
+	}
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	for _, s := range p.secrets {
+		src := &corev1.SecretVolumeSource{SecretName: s.secret}
+		for _, k := range s.items {
+			src.Items = append(src.Items, corev1.KeyToPath{Key: k, Path: k})
+		}
+		vols = append(vols, corev1.Volume{Name: s.volume, VolumeSource: corev1.VolumeSource{Secret: src}})
+		mounts = append(mounts, corev1.VolumeMount{Name: s.volume, MountPath: s.path, ReadOnly: true})
+	}
+	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta(Name, ns),
+		ObjectMeta: meta(p.name, ns),
 		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: appLabels},
+			Replicas: &p.replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: p.labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: ann},
 				Spec: corev1.PodSpec{
-					ServiceAccountName: Name,
+					ServiceAccountName: p.serviceAccount,
 					SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid},
 					Containers: []corev1.Container{{
-						Name: "platform", Image: image, Args: args, ImagePullPolicy: corev1.PullIfNotPresent,
-						Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: Port}},
+						Name: p.container, Image: p.image, Args: p.args, ImagePullPolicy: corev1.PullIfNotPresent,
+						Ports: append([]corev1.ContainerPort{{Name: "https", ContainerPort: p.port}}, p.extraPorts...),
 						Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 						},
-						ReadinessProbe: probe,
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: p.probe}, PeriodSeconds: 2, FailureThreshold: 3},
 						SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/tls", ReadOnly: true}},
+						VolumeMounts: mounts,
 					}},
-					Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: TLSSecret}}}},
+					Volumes: vols,
 				},
 			},
 		},
 	}
-	svc := &corev1.Service{
+}
+
+// nodePortService exposes a Deployment's HTTPS port as 443 and on a node port (loopback in the
+// local cluster).
+func nodePortService(ns, name string, selector map[string]string) *corev1.Service {
+	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: meta(Name, ns),
+		ObjectMeta: meta(name, ns),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeNodePort,
-			Selector: appLabels,
+			Selector: selector,
 			Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(Port), Protocol: corev1.ProtocolTCP}},
 		},
 	}
-	return []any{dep, svc}
 }
