@@ -56,8 +56,8 @@ type Info struct {
 	// IngressClass is the ingressClassName of users' Ingresses ("" = the cluster's default class).
 	IngressClass string `json:"ingressClass,omitempty"`
 	// EndpointPort is the HTTPS port endpoints answer on (0 = 443): https://<name>-<namespace>.<domain>:<port>/.
-	EndpointPort int `json:"endpointPort,omitempty"`
-	Analytics     bool   `json:"analytics"`     // the admin allows analytics
+	EndpointPort int  `json:"endpointPort,omitempty"`
+	Analytics    bool `json:"analytics"` // the admin allows analytics
 }
 
 // User is a platform account. GET /api/v1/me answers the caller's.

@@ -32,11 +32,11 @@ import (
 
 // Controller is one replica of the ingress.
 type Controller struct {
-	o      Options
-	table  atomic.Pointer[Table]
-	certs  *certSource
-	proxy  *proxy
-	ready  atomic.Bool
+	o         Options
+	table     atomic.Pointer[Table]
+	certs     *certSource
+	proxy     *proxy
+	ready     atomic.Bool
 	rebuildCh chan struct{}
 
 	factory       informers.SharedInformerFactory
@@ -275,4 +275,3 @@ func isTrue(v string) bool {
 	}
 	return false
 }
-

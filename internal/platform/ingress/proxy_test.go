@@ -121,7 +121,10 @@ func newFixture(t *testing.T, waker Waker, objs ...runtime.Object) *fixture {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 // client trusts the fixture's CA and dials every name on the test server.
 func (f *fixture) client(jar http.CookieJar) *http.Client {
@@ -322,8 +325,8 @@ func TestProxyEndpoints(t *testing.T) {
 	headlessHost := "db-shop." + testDomain
 	f := newFixture(t, nil,
 		service("shop", "web", false),
-		slice("shop", "web", "web-dead", dead, true, "127.0.0.1"),    // ready but refuses: kube-proxy lag, a pod just gone
-		slice("shop", "web", "web-good", good, true, "127.0.0.1"),    // the one that answers
+		slice("shop", "web", "web-dead", dead, true, "127.0.0.1"),      // ready but refuses: kube-proxy lag, a pod just gone
+		slice("shop", "web", "web-good", good, true, "127.0.0.1"),      // the one that answers
 		slice("shop", "web", "web-notready", dead, false, "127.0.0.2"), // never tried
 		ingressOf("shop", "web", host, "web", nil),
 		service("shop", "db", true),

@@ -73,7 +73,7 @@ func TestTableMatch(t *testing.T) {
 	}{
 		{"foo.example.com", "/", "root", false},
 		{"foo.example.com", "/index.html", "root", false},
-		{"FOO.Example.com.", "/", "root", false},     // case and trailing dot
+		{"FOO.Example.com.", "/", "root", false},        // case and trailing dot
 		{"foo.example.com:31443", "/api", "api", false}, // the port is ignored
 		{"foo.example.com", "/api", "api", false},       // oldest of a and b wins the tie
 		{"foo.example.com", "/api/", "api", false},
