@@ -173,3 +173,72 @@ func TestEnsureNamespace(t *testing.T) {
 		t.Fatalf("bob's: %v", err)
 	}
 }
+
+// TestEndpointSettings: the endpoints' class and port come from the platform (DEVTOOL_URL, a saved
+// context, and a context saved before they were kept, which asks once per command), else from
+// DEVTOOL_INGRESS_CLASS and DEVTOOL_ENDPOINT_PORT.
+func TestEndpointSettings(t *testing.T) {
+	f := clienttest.New(t)
+	alice := f.AddUser("alice", false)
+	k := newKubeAPI(t, f)
+	k.allow("kube-alice-1")
+	f.Info.IngressClass, f.Info.EndpointPort = "devtool", 31443
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.crt")
+	writeFile(t, ca, string(f.CAPEM))
+	env := map[string]string{"KUBECONFIG": filepath.Join(dir, "none"), "DEVTOOL_URL": f.URL(), "DEVTOOL_TOKEN": alice, "DEVTOOL_CA_CERT": ca,
+		EnvIngressClass: "ignored", EnvEndpointPort: "8443"}
+	tg, err := (&Resolver{Home: t.TempDir(), Getenv: envMap(env)}).Resolve(Flags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.IngressClass != "devtool" || tg.EndpointPort != 31443 || tg.ClusterDomain != "apps.example" {
+		t.Errorf("from DEVTOOL_URL: %q %d %q", tg.IngressClass, tg.EndpointPort, tg.ClusterDomain)
+	}
+
+	infos := func() int {
+		n := 0
+		for _, r := range f.Requests {
+			if r == "GET /api/v1/info" {
+				n++
+			}
+		}
+		return n
+	}
+	home := t.TempDir()
+	saved := &Context{Name: f.URL(), Token: alice, Certificate: string(f.CAPEM), Username: "alice", Namespace: "alice", ClusterDomain: "apps.example"}
+	if err := SavePlatform(NewStore(home), saved); err != nil {
+		t.Fatal(err)
+	}
+	r := &Resolver{Home: home, Getenv: envMap(map[string]string{"KUBECONFIG": filepath.Join(dir, "none")})}
+	before := infos()
+	if tg, err = r.Resolve(Flags{}); err != nil {
+		t.Fatal(err)
+	}
+	if tg.IngressClass != "devtool" || tg.EndpointPort != 31443 || infos() != before+1 {
+		t.Errorf("an older saved context: %q %d, info asked %d times", tg.IngressClass, tg.EndpointPort, infos()-before)
+	}
+	saved.IngressClass, saved.EndpointPort = "nginx", 0
+	if err := SavePlatform(NewStore(home), saved); err != nil {
+		t.Fatal(err)
+	}
+	before = infos()
+	if tg, err = r.Resolve(Flags{}); err != nil {
+		t.Fatal(err)
+	}
+	if tg.IngressClass != "nginx" || tg.EndpointPort != 0 || infos() != before {
+		t.Errorf("a saved context: %q %d, info asked %d times", tg.IngressClass, tg.EndpointPort, infos()-before)
+	}
+
+	for v, want := range map[string]int{"": 0, "443": 443, "30443": 30443} {
+		got, err := EndpointPortFromEnv(envMap(map[string]string{EnvEndpointPort: v}))
+		if err != nil || got != want {
+			t.Errorf("%q: %d %v", v, got, err)
+		}
+	}
+	for _, v := range []string{"x", "0", "70000", "-1"} {
+		if _, err := EndpointPortFromEnv(envMap(map[string]string{EnvEndpointPort: v})); errs.ExitCode(err) != errs.ExitUsage {
+			t.Errorf("%q: %v (exit %d)", v, err, errs.ExitCode(err))
+		}
+	}
+}

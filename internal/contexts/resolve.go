@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -23,8 +24,10 @@ import (
 //  2. the current devtool context (its Kubernetes context, namespace, builder, registry, domain);
 //  3. the kubeconfig's current context and that context's namespace ("default" when it has none).
 //
-// Registry, Builder and ClusterDomain come from the devtool context, else from DEVTOOL_REGISTRY,
-// DEVTOOL_BUILDER and DEVTOOL_CLUSTER_DOMAIN. (BUILDKIT_HOST is the build package's business.)
+// Registry, Builder, ClusterDomain, IngressClass and EndpointPort come from the devtool context (a
+// platform's from its /api/v1/info), else from DEVTOOL_REGISTRY, DEVTOOL_BUILDER,
+// DEVTOOL_CLUSTER_DOMAIN, DEVTOOL_INGRESS_CLASS and DEVTOOL_ENDPOINT_PORT. (BUILDKIT_HOST is the
+// build package's business.)
 type Resolver struct {
 	// Getenv reads the environment (DEVTOOL_HOME, KUBECONFIG, DEVTOOL_*); tests pass a map.
 	Getenv func(string) string
@@ -48,6 +51,8 @@ type Target struct {
 	Registry      string // image registry host[:port], "" when none
 	Builder       string // build service address, "docker", or ""
 	ClusterDomain string // public domain for endpoints, "" when unknown
+	IngressClass  string // ingressClassName of the endpoints' Ingresses, "" for the cluster's default
+	EndpointPort  int    // HTTPS port endpoints answer on, 0 for 443
 	IsPlatform    bool   // the context points to a devtool platform
 	Token         string // platform API token; never printed
 	// Platform is the platform context in use (IsPlatform), for commands that call its API.
@@ -237,6 +242,10 @@ func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
+	port, err := EndpointPortFromEnv(r.getenv)
+	if err != nil {
+		return nil, err
+	}
 	t := &Target{
 		Kube:          kc,
 		Namespace:     sel.Namespace,
@@ -245,11 +254,17 @@ func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 		Registry:      r.getenv("DEVTOOL_REGISTRY"),
 		Builder:       r.getenv("DEVTOOL_BUILDER"),
 		ClusterDomain: r.getenv("DEVTOOL_CLUSTER_DOMAIN"),
+		IngressClass:  r.getenv(EnvIngressClass),
+		EndpointPort:  port,
 	}
 	if c := sel.Context; c != nil {
 		t.Registry = firstNonEmpty(c.Registry, t.Registry)
 		t.Builder = firstNonEmpty(c.Builder, t.Builder)
 		t.ClusterDomain = firstNonEmpty(c.ClusterDomain, t.ClusterDomain)
+		t.IngressClass = firstNonEmpty(c.IngressClass, t.IngressClass)
+		if c.EndpointPort != 0 {
+			t.EndpointPort = c.EndpointPort
+		}
 		t.IsPlatform = c.IsDevtool
 		t.Token = c.Token
 		if c.IsDevtool {
@@ -313,6 +328,7 @@ func (r *Resolver) platformConfig(sel *Selection) (*rest.Config, error) {
 		}
 		cp := *c
 		cp.Registry, cp.Builder, cp.ClusterDomain = info.Registry, info.Builder, info.Domain
+		cp.IngressClass, cp.EndpointPort = info.IngressClass, info.EndpointPort
 		if sel.Namespace == "" {
 			if err := needToken(c); err != nil {
 				return nil, err
@@ -326,8 +342,47 @@ func (r *Resolver) platformConfig(sel *Selection) (*rest.Config, error) {
 		}
 		sel.Context = &cp
 		c = &cp
+	} else if c.ClusterDomain != "" && c.IngressClass == "" && c.EndpointPort == 0 {
+		// Saved by a devtool that did not keep the endpoints' class and port: ask (not saved; a
+		// new 'devtool context use' saves them).
+		pc, err := PlatformClient(c)
+		if err != nil {
+			return nil, err
+		}
+		info, err := pc.Info(ctx)
+		pc.Close()
+		if err != nil {
+			return nil, err
+		}
+		cp := *c
+		cp.IngressClass, cp.EndpointPort = info.IngressClass, info.EndpointPort
+		sel.Context = &cp
+		c = &cp
 	}
 	return PlatformRESTConfig(ctx, &KubeTokens{Store: store}, c)
+}
+
+// EnvIngressClass and EnvEndpointPort set the endpoints' ingress class and port on a cluster
+// without a platform (a platform context's come from the platform).
+const (
+	EnvIngressClass = "DEVTOOL_INGRESS_CLASS"
+	EnvEndpointPort = "DEVTOOL_ENDPOINT_PORT"
+)
+
+// EndpointPortFromEnv reads DEVTOOL_ENDPOINT_PORT (0 when unset).
+func EndpointPortFromEnv(getenv func(string) string) (int, error) {
+	v := ""
+	if getenv != nil {
+		v = getenv(EnvEndpointPort)
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, errs.FlagErrorf("%s=%q: a port number (1-65535)", EnvEndpointPort, v)
+	}
+	return n, nil
 }
 
 func nsOf(c *Context) string {

@@ -46,6 +46,10 @@ type Context struct {
 	Username string `json:"username,omitempty"`
 	// ClusterDomain is the public domain endpoints are served under.
 	ClusterDomain string `json:"clusterDomain,omitempty"`
+	// IngressClass is the ingressClassName of the endpoints' Ingresses ("" = the cluster's default).
+	IngressClass string `json:"ingressClass,omitempty"`
+	// EndpointPort is the HTTPS port endpoints answer on (0 = 443).
+	EndpointPort int `json:"endpointPort,omitempty"`
 	// KubeContext is the kubeconfig context holding the credentials; empty means Name, except for
 	// a platform context, whose credentials come from the platform (see PlatformRESTConfig).
 	KubeContext string `json:"kubeContext,omitempty"`

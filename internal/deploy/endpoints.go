@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/translate"
 )
 
 // PublicEndpoint is one URL served by an Ingress of the environment.
@@ -22,8 +23,9 @@ type PublicEndpoint struct {
 
 // Endpoints lists the public endpoints of everything deployed by an environment, read from its
 // Ingresses in the cluster (so it covers objects created by deploy commands too). An Ingress
-// rule without a host has no public URL and is listed with an empty URL.
-func Endpoints(ctx context.Context, cs kubernetes.Interface, ns, env string) ([]PublicEndpoint, error) {
+// rule without a host has no public URL and is listed with an empty URL. port is the HTTPS port
+// endpoints answer on (0: 443; a platform's ingress on loopback has its own).
+func Endpoints(ctx context.Context, cs kubernetes.Interface, ns, env string, port int) ([]PublicEndpoint, error) {
 	l, err := cs.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelDeployedBy + "=" + env})
 	if err != nil {
 		return nil, fmt.Errorf("listing ingresses in namespace %s: %w", ns, err)
@@ -41,12 +43,7 @@ func Endpoints(ctx context.Context, cs kubernetes.Interface, ns, env string) ([]
 				}
 				if r.Host != "" {
 					// Endpoints are HTTPS routes (spec A4); TLS is terminated by the cluster's ingress.
-					scheme := "https"
-					path := p.Path
-					if path == "" {
-						path = "/"
-					}
-					e.URL = scheme + "://" + r.Host + path
+					e.URL = translate.EndpointURL(r.Host, port, p.Path)
 				}
 				out = append(out, e)
 			}

@@ -18,7 +18,9 @@ import (
 // makes a Compose file's (same names, hosts <name>-<namespace>.<domain>, Prefix paths, labels
 // as annotations). Unlike a Compose file's, the routes may name Services that the deploy
 // commands create, so they are not checked against a Compose project.
-func EndpointIngresses(env, namespace, clusterDomain string, eps []*compose.Endpoint) ([]runtime.Object, []translate.Endpoint, error) {
+// o gives the namespace, the domain, the ingress class and the endpoints' port (its Name is unused: env).
+func EndpointIngresses(env string, o translate.Options, eps []*compose.Endpoint) ([]runtime.Object, []translate.Endpoint, error) {
+	namespace, clusterDomain := o.Namespace, o.ClusterDomain
 	var objs []runtime.Object
 	var out []translate.Endpoint
 	seen := map[string]bool{}
@@ -55,7 +57,7 @@ func EndpointIngresses(env, namespace, clusterDomain string, eps []*compose.Endp
 					Name: r.Service, Port: networkingv1.ServiceBackendPort{Number: r.Port}}}})
 			url := ""
 			if host != "" {
-				url = "https://" + host + r.Path
+				url = translate.EndpointURL(host, o.EndpointPort, r.Path)
 			}
 			out = append(out, translate.Endpoint{Name: name, URL: url, Host: host, Path: r.Path, Service: r.Service, Port: r.Port})
 		}
@@ -63,13 +65,17 @@ func EndpointIngresses(env, namespace, clusterDomain string, eps []*compose.Endp
 		if len(e.Labels) > 0 {
 			ann = maps.Clone(e.Labels)
 		}
-		objs = append(objs, &networkingv1.Ingress{
+		ing := &networkingv1.Ingress{
 			TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Annotations: ann,
 				Labels: map[string]string{translate.LabelDeployedBy: env, translate.LabelManagedBy: translate.ManagedByValue}},
 			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host,
 				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}}}}},
-		})
+		}
+		if c := o.IngressClass; c != "" {
+			ing.Spec.IngressClassName = &c
+		}
+		objs = append(objs, ing)
 	}
 	return objs, out, nil
 }

@@ -141,7 +141,7 @@ func (d *Deployer) deployCompose(ctx context.Context) (*DeployResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := translate.TranslateContext(ctx, env.Project, translate.Options{Name: d.Env.Name, Namespace: t.Namespace, ClusterDomain: t.ClusterDomain})
+	res, err := translate.TranslateContext(ctx, env.Project, translateOptions(d.Env.Name, t))
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (d *Deployer) deployManifest(ctx context.Context) (*DeployResult, error) {
 	if err := md.Run(ctx); err != nil {
 		return nil, fmt.Errorf("deploying %s: %w", name, err)
 	}
-	eps, err := deploy.Endpoints(ctx, t.Kube.Clientset, t.Namespace, name)
+	eps, err := deploy.Endpoints(ctx, t.Kube.Clientset, t.Namespace, name, t.EndpointPort)
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +221,13 @@ func (d *Deployer) deployManifest(ctx context.Context) (*DeployResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// translateOptions are the target's settings translation needs: the namespace, and for endpoints
+// the domain, the ingress class and the port (from the platform, or DEVTOOL_CLUSTER_DOMAIN,
+// DEVTOOL_INGRESS_CLASS and DEVTOOL_ENDPOINT_PORT).
+func translateOptions(name string, t *contexts.Target) translate.Options {
+	return translate.Options{Name: name, Namespace: t.Namespace, ClusterDomain: t.ClusterDomain, IngressClass: t.IngressClass, EndpointPort: t.EndpointPort}
 }
 
 // BuildImages turns build sections into the builder's list.
@@ -241,7 +248,7 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 		return nil, nil
 	}
 	merged := &translate.Result{}
-	topts := translate.Options{Name: name, Namespace: t.Namespace, ClusterDomain: t.ClusterDomain}
+	topts := translateOptions(name, t)
 	add := func(r *translate.Result) {
 		merged.Objects = append(merged.Objects, r.Objects...)
 		merged.Services = append(merged.Services, r.Services...)
@@ -284,7 +291,7 @@ func (d *Deployer) translateDeploySection(ctx context.Context, images map[string
 		if t.ClusterDomain == "" {
 			d.Warn("endpoints have no URL because no cluster domain is configured (set it in the context or in DEVTOOL_CLUSTER_DOMAIN): their Ingresses answer on any host")
 		}
-		objs, eps, err := deploy.EndpointIngresses(name, t.Namespace, t.ClusterDomain, m.Deploy.Endpoints)
+		objs, eps, err := deploy.EndpointIngresses(name, topts, m.Deploy.Endpoints)
 		if err != nil {
 			return nil, err
 		}

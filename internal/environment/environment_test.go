@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/devtool/devtool/internal/composeenv"
+	networkingv1 "k8s.io/api/networking/v1"
+
 	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/manifest"
 )
@@ -214,5 +216,62 @@ func TestStoredSecretsAreTheThirdSource(t *testing.T) {
 				t.Errorf("build arg %v", a)
 			}
 		})
+	}
+}
+
+// TestEndpointsOnAPlatform: a platform's ingress class and port reach the Ingresses and the URLs,
+// of a devtool.yml's endpoints and of a Compose file's public ports; a private label becomes the
+// Ingress's annotation.
+func TestEndpointsOnAPlatform(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "devtool.yml"), `name: shop
+deploy:
+  compose: compose.yml
+  endpoints:
+    admin:
+      labels: {dev.devtool/private: "true"}
+      rules:
+        - {path: /, service: web, port: 8080}
+`)
+	write(t, filepath.Join(dir, "compose.yml"), `services:
+  web:
+    image: web:1
+    ports: ["8080:8080"]
+    labels: {dev.devtool/private: "true"}
+  api:
+    image: api:1
+    ports: ["9000:9000"]
+`)
+	env, err := Load(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Deployer{Env: env, Target: &contexts.Target{Namespace: "dev", ClusterDomain: "devtool.localhost", IngressClass: "devtool", EndpointPort: 31443}}
+	d.defaults()
+	res, err := d.translateDeploySection(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for _, e := range res.Endpoints {
+		urls = append(urls, e.URL)
+	}
+	want := "https://web-dev.devtool.localhost:31443/ https://api-dev.devtool.localhost:31443/ https://admin-dev.devtool.localhost:31443/"
+	if got := strings.Join(urls, " "); got != want {
+		t.Errorf("URLs:\n%s\nwant\n%s", got, want)
+	}
+	private := map[string]bool{}
+	for _, o := range res.Objects {
+		ing, ok := o.(*networkingv1.Ingress)
+		if !ok {
+			continue
+		}
+		if ing.Spec.IngressClassName == nil || *ing.Spec.IngressClassName != "devtool" {
+			t.Errorf("%s: class %v", ing.Name, ing.Spec.IngressClassName)
+		}
+		private[ing.Name] = ing.Annotations["dev.devtool/private"] == "true"
+	}
+	if len(private) != 3 || !private["web"] || !private["admin"] || private["api"] {
+		t.Errorf("private: %v", private)
 	}
 }

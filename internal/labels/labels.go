@@ -11,6 +11,10 @@ const (
 	// Policy annotation: PolicyKeep makes destroy leave the object alone.
 	Policy     = "dev.devtool/policy"
 	PolicyKeep = "keep"
+	// Private on an Ingress ("true"/"false") asks the platform's ingress for a platform login and a
+	// member of the namespace before serving its routes; on a Namespace, the default of its
+	// Ingresses. A Compose service's label or an endpoint's label sets it.
+	Private = "dev.devtool/private"
 	// ClientUserAgent is the User-Agent of devtool's own API requests. The labelling proxy keeps a
 	// DeployedBy value such a request sets itself: a `devtool deploy --name other` run by a
 	// devtool.yml command labels its objects (and its selectors) for its own environment.

@@ -154,7 +154,7 @@ func (t *translator) ingress(sp ingressSpec) (*networkingv1.Ingress, []Endpoint,
 		})
 		url := ""
 		if host != "" {
-			url = "https://" + host + r.Path
+			url = EndpointURL(host, t.opts.EndpointPort, r.Path)
 		}
 		endpoints = append(endpoints, Endpoint{Name: sp.name, URL: url, Host: host, Path: r.Path, Service: r.Service, Port: r.Port})
 	}
@@ -170,6 +170,9 @@ func (t *translator) ingress(sp ingressSpec) (*networkingv1.Ingress, []Endpoint,
 			Host:             host,
 			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}},
 		}}},
+	}
+	if c := t.opts.IngressClass; c != "" {
+		ing.Spec.IngressClassName = &c
 	}
 	return ing, endpoints, nil
 }

@@ -59,11 +59,20 @@ func checkAnnotationKeys(m map[string]string) (key, why string) {
 // keepPolicy carries dev.devtool/policy from a service's labels to the objects made for that
 // service besides its workload (Service, public-port Ingresses): destroy must not keep a
 // workload and delete the Service that makes it reachable.
+//
+// dev.devtool/private (AnnotationPrivate) goes to the public-port Ingresses too: it is how a
+// service's endpoint is made private on a platform.
 func keepPolicy(s *compose.Service) map[string]string {
-	if v, ok := s.Labels[AnnotationPolicy]; ok {
-		return map[string]string{AnnotationPolicy: v}
+	var out map[string]string
+	for _, k := range []string{AnnotationPolicy, AnnotationPrivate} {
+		if v, ok := s.Labels[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
 	}
-	return nil
+	return out
 }
 
 // annotationsFrom copies Compose labels into annotations: the spec says labels are "translated

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/devtool/devtool/internal/labels"
@@ -14,6 +16,21 @@ type Options struct {
 	Name          string // environment name: the value of dev.devtool/deployed-by
 	Namespace     string // every namespaced object gets it
 	ClusterDomain string // public domain for Ingress hosts; empty: Ingresses carry no host
+	// IngressClass is set as the Ingresses' ingressClassName ("" leaves it to the cluster's default).
+	IngressClass string
+	// EndpointPort is the HTTPS port endpoints answer on (0: 443), for their URLs.
+	EndpointPort int
+}
+
+// EndpointURL is an endpoint's URL: https://<host>[:<port>]<path> (the port only when not 443).
+func EndpointURL(host string, port int, path string) string {
+	if path == "" {
+		path = "/"
+	}
+	if port != 0 && port != 443 {
+		return fmt.Sprintf("https://%s:%d%s", host, port, path)
+	}
+	return "https://" + host + path
 }
 
 // Result is everything a Compose project becomes.
@@ -82,6 +99,8 @@ const (
 	// AnnotationPolicy with value PolicyKeep protects an object from destroy.
 	AnnotationPolicy = labels.Policy
 	PolicyKeep       = labels.PolicyKeep
+	// AnnotationPrivate "true" makes an endpoint ask for a platform login (the platform's ingress).
+	AnnotationPrivate = labels.Private
 	// AnnotationUpdate (set through service labels) selects the update strategy.
 	AnnotationUpdate = "dev.devtool/update"
 )

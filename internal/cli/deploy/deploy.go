@@ -189,7 +189,12 @@ func dryRunTarget(opts *Options) (*cmdutil.Target, error) {
 	if err == nil || !opts.DryRun || opts.Kube.Context != "" || !errors.Is(err, contexts.ErrNoCurrentContext) {
 		return target, err
 	}
-	target = &cmdutil.Target{Namespace: opts.Kube.Namespace, ClusterDomain: opts.Environ["DEVTOOL_CLUSTER_DOMAIN"], Registry: opts.Environ["DEVTOOL_REGISTRY"]}
+	port, perr := contexts.EndpointPortFromEnv(func(k string) string { return opts.Environ[k] })
+	if perr != nil {
+		return nil, perr
+	}
+	target = &cmdutil.Target{Namespace: opts.Kube.Namespace, ClusterDomain: opts.Environ["DEVTOOL_CLUSTER_DOMAIN"], Registry: opts.Environ["DEVTOOL_REGISTRY"],
+		IngressClass: opts.Environ[contexts.EnvIngressClass], EndpointPort: port}
 	if target.Namespace == "" {
 		target.Namespace = "default"
 	}

@@ -65,7 +65,7 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	eps, err := deploy.Endpoints(ctx, target.Kube.Clientset, target.Namespace, name)
+	eps, err := deploy.Endpoints(ctx, target.Kube.Clientset, target.Namespace, name, target.EndpointPort)
 	if err != nil {
 		return err
 	}

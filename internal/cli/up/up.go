@@ -239,6 +239,16 @@ func prepare(ctx context.Context, opts *Options) (*prepared, error) {
 			return nil, err
 		}
 	}
+	// The environment's endpoints serve the dev container too (same pod labels): say where.
+	if eps, err := deploy.Endpoints(ctx, t.Kube.Clientset, t.Namespace, p.Name, t.EndpointPort); err != nil {
+		logger.Debug("listing the endpoints", "err", err)
+	} else {
+		for _, e := range eps {
+			if e.URL != "" {
+				fmt.Fprintf(opts.IO.ErrOut, "Endpoint: %s\n", e.URL)
+			}
+		}
+	}
 	u := &dev.Up{Kube: t.Kube, Namespace: t.Namespace, Dev: d, Env: env, State: sd, Agent: opts.Agent, Logger: logger, LazyInstall: true}
 	ok = true
 	return &prepared{project: p, dev: u, state: sd, target: t, log: closerFunc(func() error { restoreKlog(); return logf.Close() })}, nil

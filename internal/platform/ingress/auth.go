@@ -20,6 +20,8 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/devtool/devtool/internal/labels"
 )
 
 // Private endpoints (docs/platform.md, "Private endpoints"):
@@ -46,7 +48,7 @@ const (
 	CookieName = "__Host-devtool-endpoint"
 	// AnnotationPrivate on an Ingress ("true"/"false") says whether its routes are private; on a
 	// Namespace, the default of its Ingresses (previews are private by default).
-	AnnotationPrivate = "dev.devtool/private"
+	AnnotationPrivate = labels.Private
 
 	TicketTTL    = time.Minute
 	CookieTTL    = 12 * time.Hour
