@@ -390,15 +390,20 @@ func putSecret(ctx context.Context, st *store.Store, s *corev1.Secret) error {
 // host). The ingress pods reload the Secret when it changes.
 func ensureIngressTLS(ctx context.Context, st *store.Store, ns, domain string, now time.Time) error {
 	probe := "endpoint." + domain
+	caSec, caErr := st.Kube.CoreV1().Secrets(ns).Get(ctx, CASecret, metav1.GetOptions{})
 	cur, err := st.Kube.CoreV1().Secrets(ns).Get(ctx, IngressTLSSecret, metav1.GetOptions{})
 	if err == nil && certCovers(cur.Data[corev1.TLSCertKey], probe) && certCovers(cur.Data[corev1.TLSCertKey], domain) {
-		return nil
+		// kept, unless it is one the install made and the platform's CA changed since
+		ours := cur.Labels["app.kubernetes.io/part-of"] == Name
+		if !ours || caErr != nil || signedBy(cur.Data[corev1.TLSCertKey], caSec.Data["ca.crt"]) {
+			return nil
+		}
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	var certPEM, keyPEM, caPEM []byte
-	caSec, err := st.Kube.CoreV1().Secrets(ns).Get(ctx, CASecret, metav1.GetOptions{})
+	err = caErr
 	switch {
 	case err == nil && len(caSec.Data["ca.key"]) > 0:
 		caPEM = caSec.Data["ca.crt"]
