@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,14 +63,25 @@ func BenchmarkIngressVsPortForward(b *testing.B) {
 	}
 	dc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 5 * time.Minute}
 	defer dc.CloseIdleConnections()
+	// HTTP/1.1 to the ingress too (a connection per client, as through the port-forward); ic is
+	// HTTP/2 (one connection for all, as browsers do).
+	h1 := p.httpClient(b, nil)
+	h1t := h1.Transport.(*http.Transport).Clone()
+	h1t.ForceAttemptHTTP2 = false
+	h1t.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	h1t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	h1t.MaxIdleConnsPerHost = 16
+	h1.Transport = h1t
+	defer h1t.CloseIdleConnections()
 
 	const requests, clients, download = 2000, 8, 100 << 20
-	var ing, dir smallResult
+	var ing, ing1, dir smallResult
 	var ingMiB, dirMiB float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		dir.add(small(b, dc, direct+"/small", requests, clients))
 		ing.add(small(b, ic, viaIngress+"/small", requests, clients))
+		ing1.add(small(b, h1, viaIngress+"/small", requests, clients))
 		dirMiB += fetchMiBs(b, dc, fmt.Sprintf("%s/bytes?n=%d", direct, download), download)
 		ingMiB += fetchMiBs(b, ic, fmt.Sprintf("%s/bytes?n=%d", viaIngress, download), download)
 	}
@@ -78,7 +90,10 @@ func BenchmarkIngressVsPortForward(b *testing.B) {
 	b.ReportMetric(ing.rps/n, "ingress-req/s")
 	b.ReportMetric(dir.rps/n, "portforward-req/s")
 	b.ReportMetric(ing.rps/dir.rps, "req/s-ratio")
+	b.ReportMetric(ing1.rps/n, "ingress-h1-req/s")
+	b.ReportMetric(ing1.rps/dir.rps, "req/s-h1-ratio")
 	b.ReportMetric(ing.p99.Seconds()*1000/n, "ingress-p99-ms")
+	b.ReportMetric(ing1.p99.Seconds()*1000/n, "ingress-h1-p99-ms")
 	b.ReportMetric(dir.p99.Seconds()*1000/n, "portforward-p99-ms")
 	b.ReportMetric(ingMiB/n, "ingress-MiB/s")
 	b.ReportMetric(dirMiB/n, "portforward-MiB/s")

@@ -87,5 +87,7 @@ func ingressDeployment(ns, image string, a IngressArgs) any {
 		probe:      &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(IngressHealthPort), Scheme: corev1.URISchemeHTTP},
 		configHash: a.ConfigHash,
 		secrets:    []secretMount{{volume: "auth", secret: AuthSecret, path: "/auth", items: []string{keyTicketPublic, keyCookie}}},
+		// in every request's path: its CPU weight must not starve it beside busy neighbours
+		cpuRequest: "100m",
 	})
 }

@@ -215,6 +215,7 @@ type podSpec struct {
 	probe                  *corev1.HTTPGetAction // readiness
 	secrets                []secretMount
 	configHash             string
+	cpuRequest             string // default 10m
 }
 
 type secretMount struct {
@@ -230,6 +231,10 @@ func deployment(ns string, p podSpec) *appsv1.Deployment {
 	podLabels := map[string]string{"app.kubernetes.io/part-of": Name}
 	for k, v := range p.labels {
 		podLabels[k] = v
+	}
+	cpu := p.cpuRequest
+	if cpu == "" {
+		cpu = "10m"
 	}
 	var ann map[string]string
 	if p.configHash != "" {
@@ -261,7 +266,7 @@ func deployment(ns string, p podSpec) *appsv1.Deployment {
 						Ports: append([]corev1.ContainerPort{{Name: "https", ContainerPort: p.port}}, p.extraPorts...),
 						Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("32Mi")},
 							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 						},
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: p.probe}, PeriodSeconds: 2, FailureThreshold: 3},
