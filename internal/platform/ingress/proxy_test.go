@@ -71,7 +71,7 @@ func testCert(t testing.TB, hosts ...string) (caPEM, certPEM, keyPEM []byte) {
 
 // fixture is the ingress on a fake cluster, serving TLS on loopback, with backends on loopback.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	cs     *fake.Clientset
 	c      *Controller
 	srv    *httptest.Server
@@ -85,7 +85,7 @@ func tlsSecret(cert, key []byte) *corev1.Secret {
 		Data: map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key}}
 }
 
-func newFixture(t *testing.T, waker Waker, objs ...runtime.Object) *fixture {
+func newFixture(t testing.TB, waker Waker, objs ...runtime.Object) *fixture {
 	t.Helper()
 	ca, cert, key := testCert(t, "*."+testDomain, testDomain)
 	cs := fake.NewClientset(append(objs, tlsSecret(cert, key))...)
@@ -119,7 +119,7 @@ func newFixture(t *testing.T, waker Waker, objs ...runtime.Object) *fixture {
 	return f
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
@@ -191,7 +191,7 @@ func ingressOf(ns, name, host, svc string, annotations map[string]string) *netwo
 }
 
 // backend serves ingresstest.Handler plus /hold (one line, then waits for release) on loopback.
-func backend(t *testing.T, name string, release <-chan struct{}) (port int) {
+func backend(t testing.TB, name string, release <-chan struct{}) (port int) {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle("/", ingresstest.Handler(name))
