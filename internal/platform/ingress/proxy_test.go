@@ -20,6 +20,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -613,4 +614,57 @@ func mustTicket(t *testing.T, key []byte, id Identity, host string, now time.Tim
 		t.Fatal(err)
 	}
 	return tk
+}
+
+// TestControllerStopsEverything: after serving (a WebSocket included) and being stopped, no
+// goroutine of the controller, its informers or its connections is left.
+func TestControllerStopsEverything(t *testing.T) {
+	port := backend(t, "leak", nil)
+	before := goruntime.NumGoroutine()
+	host := "web-shop." + testDomain
+	ctx, cancel := context.WithCancel(context.Background())
+	ca, cert, key := testCert(t, "*."+testDomain)
+	cs := fake.NewClientset(tlsSecret(cert, key), service("shop", "web", false), slice("shop", "web", "a", port, true, "127.0.0.1"), ingressOf("shop", "web", host, "web", nil))
+	c, err := New(Options{Client: cs, Class: "devtool", Namespace: testNS, TLSSecret: "devtool-ingress-tls", Domain: testDomain, Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(c.Handler())
+	srv.TLS = c.TLSConfig()
+	srv.StartTLS()
+	f := &fixture{t: t, srv: srv, ca: ca}
+	cl := f.client(nil)
+	if code, _, _ := get(t, cl, f.url(host, "/small")); code != 200 {
+		t.Fatalf("GET: %d", code)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	d := websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: pool}, NetDialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+	}}
+	ws, _, err := d.Dial(strings.Replace(f.url(host, "/ws"), "https", "wss", 1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.Close()
+	cl.CloseIdleConnections()
+	srv.CloseClientConnections()
+	srv.Close()
+	c.CloseIdleConnections()
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := goruntime.NumGoroutine()
+		if n <= before {
+			break
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before, %d after stopping:\n%s", before, n, buf[:goruntime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
