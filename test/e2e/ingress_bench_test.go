@@ -138,7 +138,7 @@ func trimNL(b []byte) []byte {
 
 // deployEcho runs one echo server pod with a Service and an Ingress of the platform's class, and
 // returns the pod's name once it is ready.
-func deployEcho(b *testing.B, c *testcluster.Cluster, ns, image, host, class string) string {
+func deployEcho(b testing.TB, c *testcluster.Cluster, ns, image, host, class string) string {
 	ctx := context.Background()
 	labels := map[string]string{"app": "echo"}
 	one := int32(1)

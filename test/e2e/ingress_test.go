@@ -22,12 +22,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
@@ -262,22 +264,24 @@ services:
 	})
 
 	t.Run("chromium", func(t *testing.T) {
-		ctx := p.browser(t)
-		if err := chromedp.Do(ctx, chromedp.Navigate(endpoint("web", "/"))); err != nil {
-			t.Fatal(err)
+		ctx, nw := p.browser(t)
+		body := nw.retry(t, func() (string, error) {
+			if err := chromedp.Do(ctx, chromedp.Navigate(endpoint("web", "/"))); err != nil {
+				return "", err
+			}
+			return chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+		})
+		if !strings.Contains(body, "hello from devtool") {
+			t.Errorf("hello page in Chromium: %q", body)
 		}
-		if body, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body"))); err != nil || !strings.Contains(body, "hello from devtool") {
-			t.Errorf("hello page in Chromium: %q %v", body, err)
-		}
-		if err := chromedp.Do(ctx, chromedp.Navigate(endpoint("echo", "/"))); err != nil {
-			t.Fatal(err)
-		}
-		res, err := chromedp.Run(ctx, chromedp.Poll[string](`(function () {
-			var ws = document.getElementById("ws").textContent, st = document.getElementById("stream").textContent;
-			return ws !== "waiting" && st !== "waiting" ? ws + " | " + st : null; })()`, chromedp.WithPollingTimeout(60*time.Second)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := nw.retry(t, func() (string, error) {
+			if err := chromedp.Do(ctx, chromedp.Navigate(endpoint("echo", "/"))); err != nil {
+				return "", err
+			}
+			return chromedp.Run(ctx, chromedp.Poll[string](`(function () {
+				var ws = document.getElementById("ws").textContent, st = document.getElementById("stream").textContent;
+				return ws !== "waiting" && st !== "waiting" ? ws + " | " + st : null; })()`, chromedp.WithPollingTimeout(60*time.Second)))
+		})
 		t.Logf("page: %s", res)
 		if !strings.Contains(res, "echo: ping from the page") || !strings.Contains(res, "line 3 of 3") || strings.Contains(res, "done after 1 chunks") {
 			t.Errorf("WebSocket and stream in Chromium: %s", res)
@@ -342,28 +346,30 @@ services:
 		}
 
 		// alice in Chromium: the endpoint → the platform's form → her page.
-		ctx := p.browser(t)
-		if err := chromedp.Do(ctx, chromedp.Navigate(secret)); err != nil {
-			t.Fatal(err)
-		}
-		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("token")), chromedp.SendKeys(chromedp.ID("token"), aliceTok), chromedp.Submit(chromedp.ID("token"))); err != nil {
-			t.Fatal(err)
-		}
-		// the form posts to the platform, which redirects to the endpoint's ticket, then to the page
-		deadline = time.Now().Add(time.Minute)
-		for {
-			loc, err := chromedp.Run(ctx, chromedp.Location())
-			if err == nil && loc == secret {
-				break
+		ctx, nw := p.browser(t)
+		got := nw.retry(t, func() (string, error) {
+			if err := chromedp.Do(ctx, chromedp.Navigate(secret)); err != nil {
+				return "", err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("alice in Chromium: at %s (%v), want %s", loc, err, secret)
+			if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("token")), chromedp.SendKeys(chromedp.ID("token"), aliceTok), chromedp.Submit(chromedp.ID("token"))); err != nil {
+				return "", err
 			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-		if err != nil || !strings.Contains(got, `"query":"q=1"`) {
-			t.Fatalf("alice in Chromium: %q %v", got, err)
+			// the form posts to the platform, which redirects to the endpoint's ticket, then to the page
+			deadline := time.Now().Add(time.Minute)
+			for {
+				loc, err := chromedp.Run(ctx, chromedp.Location())
+				if err == nil && loc == secret {
+					break
+				}
+				if time.Now().After(deadline) || nw.changed() {
+					return "", fmt.Errorf("at %s (%v), want %s", loc, err, secret)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			return chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+		})
+		if !strings.Contains(got, `"query":"q=1"`) {
+			t.Fatalf("alice in Chromium: %q", got)
 		}
 		if strings.Contains(got, ingress.CookieName) {
 			t.Errorf("the backend saw the login cookie: %s", got)
@@ -497,7 +503,7 @@ func (p *ingressPlatform) dialWebSocket(t *testing.T, u string, jar http.CookieJ
 
 // browser starts headless Chromium (Debian's; no sandbox as root) that trusts the platform's and
 // the ingress's certificates by their public keys.
-func (p *ingressPlatform) browser(t *testing.T) context.Context {
+func (p *ingressPlatform) browser(t *testing.T) (context.Context, *netWatch) {
 	t.Helper()
 	exe, err := exec.LookPath("chromium")
 	if err != nil {
@@ -516,9 +522,69 @@ func (p *ingressPlatform) browser(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
 	t.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, cancel3 := context.WithTimeout(ctx, 5*time.Minute)
 	t.Cleanup(cancel3)
-	return ctx
+	nw := &netWatch{}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*network.EventLoadingFailed); ok {
+			nw.mu.Lock()
+			nw.failed = append(nw.failed, e.ErrorText)
+			nw.mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, nw
+}
+
+// netWatch records the page's failed requests. Chromium aborts every request in flight with
+// ERR_NETWORK_CHANGED when the machine's network interfaces change — here, whenever a pod starts
+// or stops on the node (its veth; chromium issue 41465264) — which says nothing of the ingress.
+type netWatch struct {
+	mu     sync.Mutex
+	failed []string
+}
+
+const errNetworkChanged = "net::ERR_NETWORK_CHANGED"
+
+func (w *netWatch) changed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Contains(w.failed, errNetworkChanged)
+}
+
+// retry runs attempt until it ends without a request failing with ERR_NETWORK_CHANGED (at most 10
+// times); a failure of any other kind, or an attempt's error without that failure, ends the test.
+func (w *netWatch) retry(t *testing.T, attempt func() (string, error)) string {
+	t.Helper()
+	for i := 1; ; i++ {
+		w.mu.Lock()
+		w.failed = nil
+		w.mu.Unlock()
+		res, err := attempt()
+		w.mu.Lock()
+		failed := slices.Clone(w.failed)
+		w.mu.Unlock()
+		var other []string
+		for _, f := range failed {
+			if f != errNetworkChanged && f != "net::ERR_ABORTED" {
+				other = append(other, f)
+			}
+		}
+		switch {
+		case len(other) > 0:
+			t.Fatalf("requests failed in Chromium: %v (result %q, %v)", failed, res, err)
+		case slices.Contains(failed, errNetworkChanged) || err != nil && strings.Contains(err.Error(), errNetworkChanged):
+			t.Logf("attempt %d: Chromium saw the machine's network change (a pod's veth), again", i)
+			if i == 10 {
+				t.Fatalf("10 attempts cut by network changes: %v", failed)
+			}
+			continue
+		case err != nil:
+			t.Fatal(err)
+		}
+		return res
+	}
 }
 
 // spkiPin is the base64 SHA-256 of the public key the server at addr presents for name.
