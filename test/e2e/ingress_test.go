@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
@@ -524,12 +525,22 @@ func (p *ingressPlatform) browser(t *testing.T) (context.Context, *netWatch) {
 	t.Cleanup(cancel2)
 	ctx, cancel3 := context.WithTimeout(ctx, 5*time.Minute)
 	t.Cleanup(cancel3)
-	nw := &netWatch{}
+	nw := &netWatch{urls: map[network.RequestID]string{}}
 	if err := chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*network.EventLoadingFailed); ok {
-			nw.mu.Lock()
+		nw.mu.Lock()
+		defer nw.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			if len(nw.urls) < 10000 {
+				nw.urls[e.RequestID] = e.Request.URL
+			}
+		case *network.EventLoadingFailed:
 			nw.failed = append(nw.failed, e.ErrorText)
-			nw.mu.Unlock()
+			nw.log = append(nw.log, fmt.Sprintf("failed %s: %s", nw.urls[e.RequestID], e.ErrorText))
+		case *page.EventFrameNavigated:
+			nw.log = append(nw.log, "navigated "+e.Frame.URL)
+		case *network.EventWebSocketClosed:
+			nw.log = append(nw.log, "websocket closed "+nw.urls[e.RequestID])
 		}
 	}); err != nil {
 		t.Fatal(err)
@@ -543,6 +554,8 @@ func (p *ingressPlatform) browser(t *testing.T) (context.Context, *netWatch) {
 type netWatch struct {
 	mu     sync.Mutex
 	failed []string
+	urls   map[network.RequestID]string
+	log    []string // what the page did, shown when an attempt fails
 }
 
 const errNetworkChanged = "net::ERR_NETWORK_CHANGED"
@@ -559,11 +572,11 @@ func (w *netWatch) retry(t *testing.T, attempt func() (string, error)) string {
 	t.Helper()
 	for i := 1; ; i++ {
 		w.mu.Lock()
-		w.failed = nil
+		w.failed, w.log = nil, nil
 		w.mu.Unlock()
 		res, err := attempt()
 		w.mu.Lock()
-		failed := slices.Clone(w.failed)
+		failed, log := slices.Clone(w.failed), slices.Clone(w.log)
 		w.mu.Unlock()
 		var other []string
 		for _, f := range failed {
@@ -573,15 +586,18 @@ func (w *netWatch) retry(t *testing.T, attempt func() (string, error)) string {
 		}
 		switch {
 		case len(other) > 0:
-			t.Fatalf("requests failed in Chromium: %v (result %q, %v)", failed, res, err)
-		case slices.Contains(failed, errNetworkChanged) || err != nil && strings.Contains(err.Error(), errNetworkChanged):
-			t.Logf("attempt %d: Chromium saw the machine's network change (a pod's veth), again", i)
+			t.Fatalf("requests failed in Chromium: %v (result %q, %v); the page:\n%s", failed, res, err, strings.Join(log, "\n"))
+		case slices.Contains(failed, errNetworkChanged) || err != nil && strings.Contains(err.Error(), errNetworkChanged),
+			// the page was replaced under the DevTools call (its reload after a network change):
+			// nothing failed, the attempt tells nothing
+			err != nil && strings.Contains(err.Error(), "Cannot find context with specified id"):
+			t.Logf("attempt %d: cut by a network change (a pod's veth) or a reload (%v); the page:\n%s", i, err, strings.Join(log, "\n"))
 			if i == 10 {
 				t.Fatalf("10 attempts cut by network changes: %v", failed)
 			}
 			continue
 		case err != nil:
-			t.Fatal(err)
+			t.Fatalf("%v; the page:\n%s", err, strings.Join(log, "\n"))
 		}
 		return res
 	}
