@@ -5,12 +5,10 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -122,12 +120,6 @@ func pushEchoServer(t testing.TB, repo string) string {
 		t.Fatalf("pushing the echo server: %v", err)
 	}
 	return ref
-}
-
-func randomSuffix() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // TestIngressOnPlatform: examples/hello and an echo server deployed through a platform context
