@@ -9,7 +9,7 @@ AGENT_LDFLAGS := -s -w -X $(PKG).Version=$(VERSION) -X $(PKG).Commit=$(COMMIT)
 LDFLAGS := $(AGENT_LDFLAGS) -X $(PKG).Date=$(DATE)
 GO      ?= go
 
-.PHONY: help build agent install test test-unit test-integration fuzz vet deps cluster-build cluster-up cluster-down demo platform-bin platform-up platform-down
+.PHONY: help build agent cross install test test-unit test-integration fuzz vet deps cluster-build cluster-up cluster-down demo platform-bin platform-up platform-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -26,6 +26,11 @@ agent: ## cross-build devtool-agent (static) for linux/amd64 and linux/arm64, gz
 
 platform-bin: ## build bin/devtool-platform (static; no date stamped, so an unchanged server is the same image)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(AGENT_LDFLAGS)' -o bin/devtool-platform ./cmd/devtool-platform
+
+cross: ## cross-compile the CLI for darwin and windows, amd64 and arm64 (CI builds one of each OS)
+	@set -e; for t in darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do \
+		echo "$$t"; CGO_ENABLED=0 GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build -o /dev/null ./cmd/devtool; \
+	done
 
 install: agent ## install devtool into GOBIN
 	CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(LDFLAGS)' ./cmd/devtool
