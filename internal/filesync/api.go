@@ -101,6 +101,12 @@ type ClientOptions struct {
 	// files, is carried over instead of halting the folder (see halt.go).
 	AcceptDeletions bool
 	Logger          *slog.Logger
+
+	// newest is the newest protocol offered (0: ProtocolVersion); tests
+	// set it to play an older CLI. noDelta sends every file whole (the
+	// baseline of the delta benchmark).
+	newest  uint16
+	noDelta bool
 }
 
 // ServerOptions configures the remote end.
@@ -108,6 +114,11 @@ type ServerOptions struct {
 	// StateDir holds the remote indexes (on the dev container's volume).
 	StateDir string
 	Logger   *slog.Logger
+
+	// newest (0: ProtocolVersion) and strict let tests play an older agent:
+	// strict answers as version 2 agents did (equality or nothing).
+	newest uint16
+	strict bool
 }
 
 // ErrVersion is returned (wrapped) when the two ends speak different protocol

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -136,6 +137,10 @@ type putFile struct {
 	ff     *fastFile // the fast path (f is nil then)
 	h      *xxhash.Digest
 	n      int64
+	// delta, when set, rebuilds the file from this side's copy (basis, open
+	// until the put ends) and the records received (rsync.go).
+	delta *deltaApplier
+	basis io.Closer
 }
 
 // beginPut starts receiving file p (state e) that must replace expect.
@@ -191,6 +196,7 @@ func (pf *putFile) write(b []byte) error {
 }
 
 func (pf *putFile) abort() {
+	pf.closeBasis()
 	if pf.ff != nil {
 		pf.ff.abort()
 		return
@@ -202,6 +208,7 @@ func (pf *putFile) abort() {
 // commit checks the content, then renames the temporary file over p if p
 // still is what was expected. It returns p's state afterwards.
 func (pf *putFile) commit() (Entry, error) {
+	pf.closeBasis()
 	if pf.ff != nil {
 		return pf.commitFast()
 	}
@@ -209,6 +216,10 @@ func (pf *putFile) commit() (Entry, error) {
 	var err error
 	if pf.n != pf.e.Size || pf.h.Sum64() != pf.e.Hash {
 		err = fmt.Errorf("%s: content changed while it was sent", pf.p)
+		if pf.delta != nil {
+			// the copy here changed since its signature was taken
+			err = fmt.Errorf("%s: %w (rebuilt from a copy that changed meanwhile)", pf.p, errChanged)
+		}
 	}
 	if err == nil {
 		// The receiver's time, not the sender's: build tools on this side

@@ -37,6 +37,16 @@ type Client struct {
 	getsMu sync.Mutex
 	gets   map[uint64]*pendingOp // pulls, read by the stream reader
 
+	// proto is the session's protocol version (set before the engine runs).
+	proto uint16
+	// deltas holds the pushes waiting for the agent's signature (protocol 3,
+	// see delta_client.go), by op ID; noDelta the paths whose delta failed
+	// this session (sent whole from then on).
+	deltaMu  sync.Mutex
+	deltas   map[uint64]*sendJob
+	deltaOps map[uint64]bool // ops tried as deltas
+	noDelta  map[string]bool
+
 	mu        sync.Mutex
 	status    Status
 	resetReq  bool
@@ -55,7 +65,10 @@ type cfolder struct {
 	base map[string]Entry // the last state both sides agreed on
 	// remoteID is the agent's state ID the base was agreed with (saved
 	// with it); a base is trusted only while the agent sends the same ID.
-	remoteID    string
+	remoteID string
+	// rcaps is what the agent's filesystem keeps for this folder (sent in
+	// its protocol 3 hello answer; defaultRemoteCaps before).
+	rcaps       caps
 	remote      map[string]Entry // the server's index as last reported
 	fullNext    map[string]Entry
 	remoteReady bool
@@ -222,10 +235,15 @@ func (c *Client) Run(ctx context.Context, open func() (io.ReadWriteCloser, error
 }
 
 func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, error)) (err error) {
-	rw, err := open()
+	newest := c.opts.newest
+	if newest == 0 {
+		newest = ProtocolVersion
+	}
+	rw, proto, err := clientHandshake(open, newest)
 	if err != nil {
 		return err
 	}
+	c.proto = proto
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var fr *frameReader
@@ -268,6 +286,9 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 	c.start = time.Now()
 	c.ops = map[uint64]*pendingOp{}
 	c.gets = map[uint64]*pendingOp{}
+	c.deltaMu.Lock()
+	c.deltas, c.deltaOps, c.noDelta = map[uint64]*sendJob{}, map[uint64]bool{}, map[string]bool{}
+	c.deltaMu.Unlock()
 	c.inbox = newQueue[any]()
 	c.out = newQueue[any]()
 	trees := make([]*tree, len(c.folders))
@@ -305,12 +326,6 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		}
 	}
 
-	if err := writeHello(rw); err != nil {
-		return fmt.Errorf("sync hello: %w", err)
-	}
-	if err := readHello(rw, "devtool agent"); err != nil {
-		return err
-	}
 	fr = newFrameReader(rw)
 	out := newSender(rw, c.out, trees, func(j *sendJob, cur Entry, err error) {
 		c.inbox.push(&localDone{id: j.ID, err: err, state: cur})
@@ -339,9 +354,17 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 	if len(ok.IDs) != len(c.folders) {
 		return fmt.Errorf("protocol: the agent sent %d folder state IDs for %d folders", len(ok.IDs), len(c.folders))
 	}
+	if len(ok.Caps) > 0 && len(ok.Caps) != len(c.folders) {
+		return fmt.Errorf("protocol: the agent sent the capabilities of %d folders for %d folders", len(ok.Caps), len(c.folders))
+	}
 	for i, f := range c.folders {
 		c.checkRemoteID(f, ok.IDs[i], reset)
+		f.rcaps = defaultRemoteCaps
+		if len(ok.Caps) > 0 {
+			f.rcaps = ok.Caps[i]
+		}
 	}
+	c.log.Info("sync session", "protocol", proto)
 	if reset {
 		c.mu.Lock()
 		c.resetReq = false
@@ -360,7 +383,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 	errc := make(chan error, 2)
 	wg.Add(2)
 	go func() { defer wg.Done(); errc <- out.run(ctx) }()
-	go func() { defer wg.Done(); errc <- c.read(fr) }()
+	go func() { defer wg.Done(); errc <- c.read(ctx, fr) }()
 	for _, f := range c.folders {
 		if f.rulesKnown {
 			c.sendRulesFiles(f, f.rules)
@@ -578,9 +601,10 @@ func (f *cfolder) markDirty(p string) {
 
 // read handles what the agent sends: index and changes and results go to
 // the engine, pulled content is written here.
-func (c *Client) read(fr *frameReader) error {
+func (c *Client) read(ctx context.Context, fr *frameReader) error {
 	var put *putFile
 	var putID, skip uint64
+	var sigs sigCollector
 	defer func() {
 		if put != nil {
 			put.abort()
@@ -611,8 +635,15 @@ func (c *Client) read(fr *frameReader) error {
 			t := c.folders[m.Folder].t
 			var st Entry
 			switch m.Code {
-			case opPut:
-				pf, err := t.beginPut(m.Path, m.E, g.local)
+			case opPut, opDelta:
+				begin := t.beginPut
+				if m.Code == opDelta {
+					if c.proto < 3 {
+						return errors.New("protocol: a delta in a protocol 2 session")
+					}
+					begin = t.beginDelta
+				}
+				pf, err := begin(m.Path, m.E, g.local)
 				if err != nil {
 					skip = m.ID
 					c.inbox.push(&localDone{id: m.ID, err: err, state: t.get(m.Path)})
@@ -636,7 +667,7 @@ func (c *Client) read(fr *frameReader) error {
 				return fmt.Errorf("protocol: data for op %d not in progress", m.ID)
 			}
 			if !m.Abort {
-				err = put.write(m.Data)
+				err = put.take(ctx, m.Data)
 			}
 			if !m.Last && err == nil {
 				continue
@@ -655,6 +686,16 @@ func (c *Client) read(fr *frameReader) error {
 				st, err = pf.commit()
 			}
 			c.inbox.push(&localDone{id: m.ID, err: err, state: st})
+		case *sigMsg:
+			if c.proto < 3 {
+				return errors.New("protocol: a signature in a protocol 2 session")
+			}
+			if sig, done := sigs.add(m); done {
+				if err := c.signed(m.ID, sig); err != nil {
+					return err
+				}
+				sigs.release(sig)
+			}
 		case *fatalMsg:
 			return fmt.Errorf("the agent ended the sync: %s", m.Err)
 		default:
@@ -731,6 +772,7 @@ func (c *Client) handle(ev any) {
 		delete(c.gets, m.ID)
 		c.getsMu.Unlock()
 		c.finish(f, m.ID, op)
+		c.deltaDone(m.ID, op.path, m.OK)
 		setEntry(f.remote, op.path, m.State)
 		if op.to != "" {
 			setEntry(f.remote, op.to, m.ToState)
@@ -761,6 +803,7 @@ func (c *Client) handle(ev any) {
 		delete(c.gets, m.id)
 		c.getsMu.Unlock()
 		c.finish(f, m.id, op)
+		c.deltaDone(m.id, op.path, m.err == nil)
 		f.log.Debug("sync local done", "id", m.id, "path", op.path, "pull", op.pull, "state", descE(m.state), "err", m.err)
 		if err := asVanished(op.path, m.err); errors.Is(err, errVanished) {
 			// A folder above the path went away here meanwhile: the index

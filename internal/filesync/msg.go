@@ -11,6 +11,7 @@ const (
 	opSymlink                 // a symlink (Entry.Target)
 	opRemove                  // remove Path if it is still Expect
 	opMove                    // rename Path to To (a conflict copy) if it is still Expect
+	opDelta                   // protocol 3: a file rebuilt from Expect's content; delta chunk frames follow (rsync.go)
 )
 
 type helloMsg struct {
@@ -21,9 +22,45 @@ type helloMsg struct {
 // helloOKMsg accepts the hello: IDs[i] is the identity of folder i's remote
 // state (its index on the agent), new whenever that index is new, lost or
 // unreadable. The client trusts its base only with the ID it was agreed with.
+//
+// Protocol 3 adds Caps[i], what folder i's filesystem on the agent keeps
+// (probed in its root), encoded only in a protocol 3 session: a protocol 2
+// CLI refuses bytes it does not know. Empty from a peer that sent none.
 type helloOKMsg struct {
-	IDs []string
+	IDs  []string
+	Caps []caps
 }
+
+// The capability bits of the hello answer (a uvarint per folder). Unknown
+// bits are ignored, so a later release can add some.
+const (
+	capExec       = 1 << iota // exec bits are kept
+	capFoldCase               // names differing only in case are one file
+	capFoldNorm               // names equal under Unicode normalization are one file
+	capNoSymlinks             // symlinks cannot be created
+)
+
+func capsBits(c caps) uint64 {
+	var b uint64
+	if c.exec {
+		b |= capExec
+	}
+	if c.foldCase {
+		b |= capFoldCase
+	}
+	if c.foldNorm {
+		b |= capFoldNorm
+	}
+	return b
+}
+
+func capsFromBits(b uint64) caps {
+	return caps{exec: b&capExec != 0, foldCase: b&capFoldCase != 0, foldNorm: b&capFoldNorm != 0}
+}
+
+// defaultRemoteCaps are assumed for an agent that sends none (protocol 2):
+// a Linux filesystem.
+var defaultRemoteCaps = caps{exec: true}
 
 const maxStateID = 64
 
@@ -187,7 +224,22 @@ func encodeMsg(e *encoder, m any) byte {
 		for _, id := range m.IDs {
 			e.str(id)
 		}
+		if len(m.Caps) > 0 {
+			e.uvarint(uint64(len(m.Caps)))
+			for _, c := range m.Caps {
+				e.uvarint(capsBits(c))
+			}
+		}
 		return msgHelloOK
+	case *sigReqMsg:
+		e.uvarint(m.ID)
+		e.uvarint(uint64(m.Folder))
+		e.str(m.Path)
+		e.entry(m.Expect)
+		return msgSigReq
+	case *sigMsg:
+		encodeSig(e, m)
+		return msgSig
 	}
 	panic(fmt.Sprintf("filesync: no encoding for %T", m))
 }
@@ -217,6 +269,15 @@ func decodeMsg(typ byte, body []byte) (any, error) {
 			}
 			x.IDs = append(x.IDs, id)
 		}
+		if d.err == nil && len(d.b) > 0 { // protocol 3
+			n := d.count(1)
+			if d.err == nil && n != len(x.IDs) {
+				d.fail(fmt.Errorf("capabilities of %d folders for %d state IDs", n, len(x.IDs)))
+			}
+			for i := 0; i < n && d.err == nil; i++ {
+				x.Caps = append(x.Caps, capsFromBits(d.uvarint()))
+			}
+		}
 		m = x
 	case msgRules:
 		x := &rulesMsg{Folder: d.folder()}
@@ -241,7 +302,7 @@ func decodeMsg(typ byte, body []byte) (any, error) {
 		m = x
 	case msgOp:
 		x := &opMsg{ID: d.uvarint(), Folder: d.folder(), Code: d.byte1(), Path: d.str(), E: d.entry(), Expect: d.entry(), To: d.str()}
-		if d.err == nil && (x.Code < opPut || x.Code > opMove) {
+		if d.err == nil && (x.Code < opPut || x.Code > opDelta) {
 			d.fail(fmt.Errorf("unknown op %d", x.Code))
 		}
 		m = x
@@ -255,6 +316,10 @@ func decodeMsg(typ byte, body []byte) (any, error) {
 		m = &fatalMsg{Err: d.str()}
 	case msgNotice:
 		m = &noticeMsg{Folder: d.folder(), Text: d.str()}
+	case msgSigReq:
+		m = &sigReqMsg{ID: d.uvarint(), Folder: d.folder(), Path: d.str(), Expect: d.entry()}
+	case msgSig:
+		m = decodeSig(d)
 	default:
 		return nil, fmt.Errorf("corrupt sync stream: unknown message type %d", typ)
 	}

@@ -231,11 +231,9 @@ func (c *Client) execute(f *cfolder, plan []action) {
 		f.log.Debug("sync action", "do", a.do, "path", a.p, "to", a.to, "local", descE(a.l), "remote", descE(a.r), "base", descE(f.base[a.p]))
 		switch a.do {
 		case actPush:
-			id := c.newOp(f, a, false)
-			c.out.push(&sendJob{ID: id, Folder: f.i, Path: a.p, Expect: a.l, Peer: a.r})
+			c.push(f, c.newOp(f, a, false), a.p, a.l, a.r)
 		case actPull:
-			id := c.newOp(f, a, true)
-			c.out.push(&getMsg{ID: id, Folder: f.i, Path: a.p, Expect: a.r})
+			c.pull(f, c.newOp(f, a, true), a.p, a.l, a.r)
 		case actRemoteRm:
 			id := c.newOp(f, a, false)
 			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opRemove, Path: a.p, Expect: a.r})

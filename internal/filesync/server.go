@@ -38,10 +38,11 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 		rw.Close()
 	}()
 
-	herr := readHello(rw, "devtool CLI")
-	if err := writeHello(rw); err != nil {
-		return err
+	newest := opts.newest
+	if newest == 0 {
+		newest = ProtocolVersion
 	}
+	proto, herr := serverHandshake(rw, newest, opts.strict)
 	if herr != nil {
 		log.Error("sync handshake", "err", herr)
 		return herr
@@ -60,7 +61,7 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 	if err != nil {
 		return err
 	}
-	s := &server{log: log, opts: opts, q: newQueue[any](), reset: hello.Reset}
+	s := &server{log: log, opts: opts, q: newQueue[any](), reset: hello.Reset, proto: proto}
 	defer s.closeTrees()
 	for _, root := range hello.Roots {
 		if !filepath.IsAbs(root) || filepath.Clean(root) != root {
@@ -91,11 +92,18 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 	for i, t := range s.trees {
 		s.load(i, t)
 	}
-	_ = out.send(&helloOKMsg{IDs: s.ids})
+	answer := &helloOKMsg{IDs: s.ids}
+	if proto >= 3 {
+		// A protocol 2 CLI refuses any byte it does not know.
+		for _, t := range s.trees {
+			answer.Caps = append(answer.Caps, t.caps)
+		}
+	}
+	_ = out.send(answer)
 	if err := out.fw.flush(); err != nil {
 		return err
 	}
-	log.Info("sync session started", "folders", hello.Roots, "reset", hello.Reset)
+	log.Info("sync session started", "folders", hello.Roots, "reset", hello.Reset, "protocol", proto)
 
 	errc := make(chan error, 2)
 	wg.Add(2)
@@ -116,7 +124,7 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 			s.stopWatchers()
 			s.saveAll()
 			if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || ctx.Err() != nil {
-				log.Info("sync session ended", "reason", err, "sent", out.fw.Bytes, "blocks", out.fw.Blocks,
+				log.Info("sync session ended", "reason", err, "sent", out.fw.Bytes, "blocks", out.fw.Blocks, "delta_reused", out.DeltaCopied, "delta_sent", out.DeltaLiteral,
 					"reading", time.Duration(s.waitT.Load()).Round(time.Millisecond), "applying", time.Duration(s.handleT.Load()).Round(time.Millisecond))
 				return nil
 			}
@@ -151,6 +159,7 @@ type server struct {
 	opts  ServerOptions
 	q     *queue[any]
 	reset bool
+	proto uint16 // the session's protocol version
 	trees []*tree
 	// ids are the state IDs of the remote indexes (one per folder), sent in
 	// the hello answer and saved with each index.
@@ -173,6 +182,10 @@ type server struct {
 	putID uint64
 	putF  int
 	skip  uint64 // chunks of a refused put are dropped
+	// sigs gathers the client's signatures for its gets (protocol 3);
+	// ready holds the complete ones until their get arrives.
+	sigs  sigCollector
+	ready map[uint64]*signature
 }
 
 func (s *server) closeTrees() {
@@ -441,7 +454,38 @@ func (s *server) handle(ctx context.Context, m any) error {
 			s.trees[m.Folder].log.Warn("refused path from the client", "path", m.Path, "err", err)
 			return nil
 		}
-		s.q.push(&sendJob{ID: m.ID, Folder: m.Folder, Path: m.Path, Expect: m.Expect})
+		j := &sendJob{ID: m.ID, Folder: m.Folder, Path: m.Path, Expect: m.Expect}
+		if sig, ok := s.ready[m.ID]; ok {
+			delete(s.ready, m.ID)
+			s.sigs.release(sig)
+			j.Sig = sig
+		}
+		s.q.push(j)
+	case *sigMsg:
+		if s.proto < 3 {
+			return errors.New("protocol: a signature in a protocol 2 session")
+		}
+		if sig, done := s.sigs.add(m); done {
+			if s.ready == nil {
+				s.ready = map[uint64]*signature{}
+			}
+			if len(s.ready) >= maxFolders*16 {
+				return errors.New("protocol: too many signatures without their get")
+			}
+			s.ready[m.ID] = sig
+		}
+	case *sigReqMsg:
+		if s.proto < 3 {
+			return errors.New("protocol: a signature request in a protocol 2 session")
+		}
+		if _, err := s.folder(m.Folder); err != nil {
+			return err
+		}
+		j := &sigJob{ID: m.ID, Folder: m.Folder, Path: m.Path, Expect: m.Expect}
+		if err := checkPath(m.Path); err != nil {
+			j.Folder = -1 // answered with "no signature"; the push is refused on its own
+		}
+		s.q.push(j)
 	case *opMsg:
 		s.order.Lock()
 		defer s.order.Unlock()
@@ -454,8 +498,15 @@ func (s *server) handle(ctx context.Context, m any) error {
 		}
 		res := &resultMsg{ID: m.ID, Folder: m.Folder, Path: m.Path, To: m.To}
 		switch m.Code {
-		case opPut:
-			pf, err := t.beginPut(m.Path, m.E, m.Expect)
+		case opPut, opDelta:
+			begin := t.beginPut
+			if m.Code == opDelta {
+				if s.proto < 3 {
+					return errors.New("protocol: a delta in a protocol 2 session")
+				}
+				begin = t.beginDelta
+			}
+			pf, err := begin(m.Path, m.E, m.Expect)
 			if err != nil {
 				s.skip = m.ID
 				s.finish(t, m.Folder, res, err)
@@ -485,7 +536,7 @@ func (s *server) handle(ctx context.Context, m any) error {
 		pf := s.put
 		var err error
 		if !m.Abort {
-			err = pf.write(m.Data)
+			err = pf.take(ctx, m.Data)
 		}
 		if !m.Last && err == nil {
 			return nil

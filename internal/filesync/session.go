@@ -15,6 +15,9 @@ type sendJob struct {
 	Path   string
 	Expect Entry // what Path must still be on the sending side
 	Peer   Entry // what Path must still be on the receiving side (pushes)
+	// Sig, when set, is the receiver's signature of its copy (Peer): the
+	// file goes as a delta against it (protocol 3, rsync.go).
+	Sig *signature
 }
 
 // sender owns the writing half of the stream; one goroutine runs it.
@@ -28,6 +31,9 @@ type sender struct {
 	// vanished): the client hands it to its engine, the server answers with a
 	// failed result.
 	failed func(j *sendJob, cur Entry, err error)
+	// DeltaCopied and DeltaLiteral count the bytes of the files sent as
+	// deltas that were reused from the receiver's copy and that were sent.
+	DeltaCopied, DeltaLiteral int64
 }
 
 func newSender(w io.Writer, q *queue[any], trees []*tree, failed func(*sendJob, Entry, error)) *sender {
@@ -66,9 +72,12 @@ func (s *sender) run(ctx context.Context) error {
 		}
 		for _, it := range items {
 			var err error
-			if j, ok := it.(*sendJob); ok {
-				err = s.sendPath(j)
-			} else {
+			switch j := it.(type) {
+			case *sendJob:
+				err = s.sendPath(ctx, j)
+			case *sigJob:
+				err = s.sendSignature(ctx, j)
+			default:
 				err = s.send(it)
 			}
 			if err != nil {
@@ -118,7 +127,7 @@ func (s *sender) linger(ctx context.Context, timer *time.Timer) error {
 	return nil
 }
 
-func (s *sender) sendPath(j *sendJob) error {
+func (s *sender) sendPath(ctx context.Context, j *sendJob) error {
 	t := s.trees[j.Folder]
 	t.mu.Lock()
 	cur, err := t.expect(j.Path, j.Expect)
@@ -145,14 +154,21 @@ func (s *sender) sendPath(j *sendJob) error {
 		return nil
 	}
 	defer f.Close()
+	if j.Sig != nil {
+		return s.sendDelta(ctx, j, op, cur, f)
+	}
 	op.Code = opPut
 	if err := s.send(op); err != nil {
 		return err
 	}
 	h := newHasher()
 	var n int64
+	r := ctxReader{ctx, f}
 	for {
-		k, rerr := io.ReadFull(f, s.buf)
+		k, rerr := io.ReadFull(r, s.buf)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		n += int64(k)
 		h.Write(s.buf[:k])
 		last := rerr != nil

@@ -17,11 +17,30 @@ import (
 // then the payload: whole frames, each a uvarint length, a type byte and the
 // body. Every length is checked against maxBlock before anything is read or
 // allocated.
+//
+// Versions: the CLI's hello offers the newest protocol it speaks; from version
+// 3 on, the agent answers min(offer, its newest) and both go on in that
+// version (an offer below MinProtocolVersion is answered with the agent's
+// newest and the stream ends, so the CLI names both). Version 2 agents
+// required equality: offered anything else, they answer 2 and end the
+// stream, so a CLI whose offer is answered with 2 opens a new stream and
+// offers 2 (clientHandshake). What version 3 adds is sent only in a version 3
+// session: a version 2 peer refuses any byte it does not know.
 
-// ProtocolVersion is the sync protocol spoken by this build. Both ends must
-// speak the same one. Version 2: the agent's hello answer carries the state
-// ID of each folder's remote index.
-const ProtocolVersion = 2
+// ProtocolVersion is the newest sync protocol spoken by this build.
+// Version 2: the agent's hello answer carries the state ID of each folder's
+// remote index. Version 3: negotiated versions; the hello answer also
+// carries each remote folder's capabilities; large edited files travel as
+// deltas (rsync.go).
+const ProtocolVersion = 3
+
+// MinProtocolVersion is the oldest protocol this build still speaks: the
+// previous release's.
+const MinProtocolVersion = 2
+
+// protoNegotiates is the first version whose agents answer an offer with
+// min(offer, newest) instead of requiring equality.
+const protoNegotiates = 3
 
 const (
 	magic       = "DTSY"
@@ -42,29 +61,115 @@ const (
 	msgGet
 	msgFatal
 	msgNotice
+	// protocol 3
+	msgSigReq // the client asks the agent for the signature of its copy of a file
+	msgSig    // a file's signature (part of it), for a delta (rsync.go)
 )
 
-func writeHello(w io.Writer) error {
+func writeHelloV(w io.Writer, v uint16) error {
 	var b [6]byte
 	copy(b[:], magic)
-	binary.BigEndian.PutUint16(b[4:], ProtocolVersion)
+	binary.BigEndian.PutUint16(b[4:], v)
 	_, err := w.Write(b[:])
 	return err
 }
 
-// readHello reads the peer's hello and checks its version.
-func readHello(r io.Reader, peer string) error {
+// readHelloV reads the peer's hello and returns its version.
+func readHelloV(r io.Reader, peer string) (uint16, error) {
 	var b [6]byte
 	if _, err := io.ReadFull(r, b[:]); err != nil {
-		return fmt.Errorf("reading the %s's sync hello: %w", peer, err)
+		return 0, fmt.Errorf("reading the %s's sync hello: %w", peer, err)
 	}
 	if string(b[:4]) != magic {
-		return fmt.Errorf("%w: the %s does not speak the devtool sync protocol (got %q)", ErrVersion, peer, b[:4])
+		return 0, fmt.Errorf("%w: the %s does not speak the devtool sync protocol (got %q)", ErrVersion, peer, b[:4])
 	}
-	if v := binary.BigEndian.Uint16(b[4:]); v != ProtocolVersion {
-		return fmt.Errorf("%w: this end speaks version %d, the %s version %d; use a devtool CLI and agent of the same release", ErrVersion, ProtocolVersion, peer, v)
+	return binary.BigEndian.Uint16(b[4:]), nil
+}
+
+// writeHello offers (or answers with) this build's newest version.
+func writeHello(w io.Writer) error { return writeHelloV(w, ProtocolVersion) }
+
+// readHello reads the peer's hello and requires this build's newest version
+// (tests and fake peers).
+func readHello(r io.Reader, peer string) error {
+	v, err := readHelloV(r, peer)
+	if err == nil && v != ProtocolVersion {
+		err = fmt.Errorf("%w: this end speaks version %d, the %s version %d", ErrVersion, ProtocolVersion, peer, v)
 	}
-	return nil
+	return err
+}
+
+// serverHandshake reads the CLI's offer and answers it: min(offer, newest),
+// or, for an offer below MinProtocolVersion, newest and an error naming
+// both. newest is ProtocolVersion but in tests; strict answers as version 2
+// agents did (newest, and an error unless the offer was the same).
+func serverHandshake(rw io.ReadWriter, newest uint16, strict bool) (uint16, error) {
+	offer, err := readHelloV(rw, "devtool CLI")
+	answer := newest
+	if err == nil {
+		switch {
+		case strict && offer != newest:
+			err = fmt.Errorf("%w: this end speaks version %d, the devtool CLI version %d", ErrVersion, newest, offer)
+		case offer < MinProtocolVersion:
+			err = fmt.Errorf("%w: the devtool CLI speaks sync protocol %d, this agent %d to %d: use a devtool CLI of a newer release",
+				ErrVersion, offer, MinProtocolVersion, newest)
+		default:
+			answer = min(offer, newest)
+		}
+	}
+	if werr := writeHelloV(rw, answer); err == nil && werr != nil {
+		err = werr
+	}
+	return answer, err
+}
+
+// clientHandshake opens a stream and agrees on a version: newest (this
+// build's but in tests) is offered; a version 2 agent answers 2 and ends the
+// stream (it requires equality), so a second stream offers 2. The stream
+// returned is past the hellos.
+func clientHandshake(open func() (io.ReadWriteCloser, error), newest uint16) (io.ReadWriteCloser, uint16, error) {
+	offer := newest
+	for {
+		rw, err := open()
+		if err != nil {
+			return nil, 0, err
+		}
+		v, err := exchangeHello(rw, offer)
+		if err == nil && v < offer && v < protoNegotiates && offer >= protoNegotiates {
+			// A strict (version 2) agent refused the offer and ended
+			// the stream: offer what it speaks on a new one.
+			rw.Close()
+			offer = v
+			continue
+		}
+		if err != nil {
+			rw.Close()
+			return nil, 0, err
+		}
+		return rw, v, nil
+	}
+}
+
+// exchangeHello sends offer and reads the agent's answer, checking it.
+func exchangeHello(rw io.ReadWriter, offer uint16) (uint16, error) {
+	if err := writeHelloV(rw, offer); err != nil {
+		return 0, fmt.Errorf("sync hello: %w", err)
+	}
+	v, err := readHelloV(rw, "devtool agent")
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case v < MinProtocolVersion:
+		return 0, fmt.Errorf("%w: the devtool agent in the dev container speaks sync protocol %d, this devtool CLI %d to %d: "+
+			"run this release's 'devtool up', which upgrades the agent in place, or use a devtool CLI of the agent's release",
+			ErrVersion, v, MinProtocolVersion, ProtocolVersion)
+	case v > offer:
+		return 0, fmt.Errorf("%w: the devtool agent answered sync protocol %d to an offer of %d (this devtool CLI speaks %d to %d): "+
+			"use a devtool CLI of the agent's release, or run 'devtool up' of this release to put its agent in place",
+			ErrVersion, v, offer, MinProtocolVersion, ProtocolVersion)
+	}
+	return v, nil
 }
 
 // frameWriter batches frames into blocks, compressing a block when that pays.
