@@ -12,12 +12,17 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/devtool/devtool/internal/agent"
+	"github.com/devtool/devtool/internal/agentversion"
 	"github.com/devtool/devtool/internal/buildinfo"
+	"github.com/devtool/devtool/internal/filesync"
 	"github.com/devtool/devtool/internal/logfile"
 )
 
@@ -48,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "version":
 		i := buildinfo.Get()
-		fmt.Fprintf(stdout, "devtool-agent %s (commit %s, %s, %s)\n", i.Version, i.Commit, i.GoVersion, i.Platform)
+		fmt.Fprintf(stdout, "devtool-agent %s (commit %s, sync protocol %d, %s, %s)\n", i.Version, i.Commit, filesync.ProtocolVersion, i.GoVersion, i.Platform)
 		return nil
 	case "serve":
 		return serve(ctx, args[1:], stderr)
@@ -95,7 +100,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	exe, exeErr := os.Executable() // the binary on the dev volume ("(deleted)" once replaced is cut off)
+	sum := ""
+	if exeErr == nil {
+		sum, _ = agentversion.FileSum(exe)
+	}
 	cfg := agent.Config{
+		Banner:             agentversion.Banner(agentversion.Info{Release: buildinfo.Get().Version, Protocol: filesync.ProtocolVersion, Sum: sum}),
+		CanRestart:         func() error { return checkBinary(ctx, exe, exeErr) },
 		HostKeyFile:        filepath.Join(*home, "ssh", "host_ed25519"),
 		AuthorizedKeysFile: filepath.Join(*home, "ssh", "authorized_keys"),
 		Logger:             logger,
@@ -104,6 +116,30 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		// inherits every orphan.
 		ReapOrphans: os.Getpid() == 1,
 	}
-	logger.Info("devtool-agent starting", "version", buildinfo.Get().Version, "pid", os.Getpid())
-	return agent.Serve(ctx, ln, cfg)
+	logger.Info("devtool-agent starting", "version", buildinfo.Get().Version, "protocol", filesync.ProtocolVersion, "sha256", sum, "pid", os.Getpid())
+	err = agent.Serve(ctx, ln, cfg)
+	if !errors.Is(err, agent.ErrRestart) {
+		return err
+	}
+	// An upgrade in place: the binary on the dev volume takes this process's place (same
+	// PID, so the container keeps running); every connection and command was closed.
+	logger.Info("restarting with the binary on the dev volume", "path", exe)
+	lf.Close()
+	err = syscall.Exec(exe, append([]string{exe}, os.Args[1:]...), os.Environ())
+	return fmt.Errorf("restarting %s: %w", exe, err)
+}
+
+// checkBinary makes sure the agent binary at exe runs before this process is replaced by
+// it: `exe version` must exit 0 within 10 s.
+func checkBinary(ctx context.Context, exe string, exeErr error) error {
+	if exeErr != nil {
+		return fmt.Errorf("the agent's own binary is unknown: %w", exeErr)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, exe, "version").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("the agent binary %s does not run (%v): %s", exe, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

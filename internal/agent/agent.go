@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -54,7 +55,20 @@ type Config struct {
 	// KeepFor is how long a terminal command a client asked to keep (keep.go) waits for that
 	// client after its connection dropped; DefaultKeepFor when zero.
 	KeepFor time.Duration
+	// Banner is the SSH server version line (agentversion.Banner); "SSH-2.0-devtool-agent"
+	// when empty.
+	Banner string
+	// CanRestart, when set, lets a client ask for a restart (agentversion.RestartRequest):
+	// it is called first (cmd/devtool-agent checks that the binary on the dev volume runs);
+	// when it returns nil, the request is answered, and Serve closes everything as when ctx
+	// ends and returns ErrRestart, for the caller to execute the new binary. Its error is
+	// the refusal sent back. Nil refuses every restart request.
+	CanRestart func() error
 }
+
+// ErrRestart is returned by Serve after a client asked for a restart that CanRestart
+// allowed.
+var ErrRestart = errors.New("agent: restart requested")
 
 // handshakeTimeout bounds how long an unauthenticated connection may stay open.
 const handshakeTimeout = 30 * time.Second
@@ -96,7 +110,10 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 			}
 		},
 		MaxAuthTries:  6,
-		ServerVersion: "SSH-2.0-devtool-agent",
+		ServerVersion: cfg.Banner,
+	}
+	if sc.ServerVersion == "" {
+		sc.ServerVersion = "SSH-2.0-devtool-agent"
 	}
 	sc.AddHostKey(hostKey)
 
@@ -104,6 +121,10 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	s.keeper = newKeeper(log, cfg.KeepFor, s.children)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.restart = func() {
+		s.restarting.Store(true)
+		cancel()
+	}
 	if cfg.ReapOrphans {
 		s.wg.Add(1)
 		go func() {
@@ -151,6 +172,10 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	s.closeAll()
 	s.wg.Wait()
 	s.keeper.closeAll()
+	if acceptErr == nil && s.restarting.Load() {
+		log.Info("agent stopped for a restart")
+		return ErrRestart
+	}
 	log.Info("agent stopped")
 	return acceptErr
 }
@@ -167,6 +192,10 @@ type server struct {
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{}
+
+	// restart ends Serve with ErrRestart (a client's restart request).
+	restart    func()
+	restarting atomic.Bool
 }
 
 func (s *server) track(c net.Conn) bool {

@@ -102,6 +102,8 @@ func (c *connState) globalRequests(reqs <-chan *ssh.Request) {
 		switch r.Type {
 		case "keepalive@openssh.com":
 			_ = r.Reply(true, nil)
+		case restartRequest:
+			c.restartRequest(r)
 		case "tcpip-forward":
 			c.tcpipForward(r)
 		case "cancel-tcpip-forward":
