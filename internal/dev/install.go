@@ -44,6 +44,9 @@ type InstallOptions struct {
 type InstallResult struct {
 	Arch     string
 	Uploaded bool // false when the volume already held the same agent
+	// Fresh is true when the volume held no agent at all (a new or emptied dev home), as
+	// opposed to another release's agent replaced by this one.
+	Fresh bool
 	// HostKeyInstalled is true when Install wrote HostKey into the pod: the agent, started
 	// only after the upload, presents exactly that key, which the caller may pin.
 	HostKeyInstalled bool
@@ -98,6 +101,7 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 		node = o.LookupNodeArch(ctx)
 	}
 	res.Arch = goarch(machine, node)
+	res.Fresh = have == ""
 	data, sum, err := o.Agent(res.Arch)
 	if err != nil {
 		return res, err

@@ -64,6 +64,8 @@ const (
 	// NoticeTerminal: about the dev command's terminal (attached again after a reconnect, output
 	// lost meanwhile, started anew).
 	NoticeTerminal
+	// NoticeAgentUpgraded: an older agent was upgraded in place (or could not be).
+	NoticeAgentUpgraded
 )
 
 // Notice is one sentence for the user.
@@ -277,6 +279,11 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 		loop = &SyncLoop{Client: sc, Report: u.Report, Logger: syncLogger(u.Logger)}
 		g.Go(func() error { return loop.Run(gctx, conns) })
 	}
+	// An agent older than this CLI's is upgraded in place before its connection is used.
+	upg := newAgentUpgrader(u, dialer, func() string { return dialer.Active().Container }, func(format string, args ...any) {
+		notify(NoticeAgentUpgraded, format, args...)
+	})
+	defer upg.stop()
 	g.Go(func() error {
 		first := true
 		pendingRebuild := "" // the new pod of a rebuild, until the session is connected to it
@@ -300,10 +307,17 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 			case ev := <-sess.Events():
 				u.logInfo("connection", "event", ev.Kind.String(), "took", ev.Duration, "attempts", ev.Attempts, "err", ev.Err)
 				if ev.Client == nil {
-					if ev.Kind == devssh.Lost {
+					if ev.Kind == devssh.Lost && !upg.restarting() {
 						notify(NoticeLost, "connection lost (%v); reconnecting", ev.Err)
 					}
 					continue
+				}
+				upgraded := false
+				switch upg.check(gctx, ev.Client) {
+				case upgradeRestarting:
+					continue // the agent restarts: its next connection is the one to use
+				case upgradeDone:
+					upgraded = true
 				}
 				if first {
 					for i, a := range sess.ForwardAddrs() {
@@ -316,7 +330,7 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 							notify(NoticeForwarding, "forwarding %s -> %s", a, to)
 						}
 					}
-				} else {
+				} else if !upgraded {
 					notify(NoticeReconnected, "reconnected to %s in %s; forwards answer again on the same ports", dialer.Pod(), ev.Duration.Round(time.Millisecond))
 					if pendingRebuild != "" && dialer.Pod() == pendingRebuild {
 						rebuiltReady()

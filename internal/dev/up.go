@@ -39,16 +39,23 @@ type Up struct {
 	// install's exec on every up; the caller then checks the agent's version with CheckAgent.
 	// A cold volume costs one failed dial before the install.
 	LazyInstall bool
-	// FreshHome is told when Install found a pod's dev home without this agent or without a
-	// host key: the volume is new or was emptied (an emptyDir home after a pod restart, a
-	// volume deleted elsewhere), so whatever the sync engine remembers of the remote side is
-	// gone, and a file missing there is no deletion to carry over. May be nil.
+	// FreshHome is told when Install found a pod's dev home without any agent or without a
+	// host key (another release's agent replaced is an upgrade, not a fresh home): the volume
+	// is new or was emptied (an emptyDir home after a pod restart, a volume deleted
+	// elsewhere), so whatever the sync engine remembers of the remote side is gone, and a
+	// file missing there is no deletion to carry over. May be nil.
 	FreshHome func(pod string)
 	Logger    *slog.Logger
 
 	onReport  func(Event)  // Run's own hook (the ready state starts the dev command)
 	onRebuilt func(string) // Run's own hook: Follow rebuilt the dev container, its new pod
 	stateMu   sync.Mutex   // the state file is read, changed and written by several goroutines
+
+	// installMu makes installs one at a time: two uploads at once would write the same
+	// temporary file.
+	installMu sync.Mutex
+	sumsOnce  sync.Once
+	sums      map[string]string // this CLI's agent binaries' sha256 by architecture
 }
 
 // StoppedError ends `up` when something outside changed the dev container.
@@ -119,23 +126,9 @@ func (u *Up) Start(ctx context.Context) (*Active, *PodDialer, error) {
 // connection and, when the hash differs, installs this CLI's agent (it runs from the pod's
 // next start; the running one keeps serving). It returns whether it installed.
 func (u *Up) CheckAgent(ctx context.Context, c *devssh.Client, pod, container string) (bool, error) {
-	var out bytes.Buffer
-	code, err := c.Exec(ctx, devssh.ExecOptions{Command: []string{"sh", "-c",
-		"echo \"sha=$(cat " + AgentPath + ".sha256 2>/dev/null)\"; echo \"arch=$(uname -m 2>/dev/null)\""}, Stdout: &out})
+	have, machine, err := volumeAgent(ctx, c)
 	if err != nil {
-		return false, fmt.Errorf("checking the agent's version: %w", err)
-	}
-	if code != 0 {
-		return false, fmt.Errorf("checking the agent's version: exit code %d", code)
-	}
-	var have, machine string
-	for _, line := range strings.Split(out.String(), "\n") {
-		if v, ok := strings.CutPrefix(line, "sha="); ok {
-			have = strings.TrimSpace(v)
-		}
-		if v, ok := strings.CutPrefix(line, "arch="); ok {
-			machine = strings.TrimSpace(v)
-		}
+		return false, err
 	}
 	_, sum, err := u.Agent(goarch(machine, ""))
 	if err != nil {
@@ -148,6 +141,29 @@ func (u *Up) CheckAgent(ctx context.Context, c *devssh.Client, pod, container st
 		u.Logger.Warn("the agent on the dev volume is another version: installing this one (it runs from the next pod start)", "pod", pod, "have", have, "want", sum)
 	}
 	return true, u.install(ctx, pod, container)
+}
+
+// volumeAgent reads, over the SSH connection, the sha256 recorded for the agent binary on
+// the dev volume and the machine (uname -m).
+func volumeAgent(ctx context.Context, c *devssh.Client) (have, machine string, err error) {
+	var out bytes.Buffer
+	code, err := c.Exec(ctx, devssh.ExecOptions{Command: []string{"sh", "-c",
+		"echo \"sha=$(cat " + AgentPath + ".sha256 2>/dev/null)\"; echo \"arch=$(uname -m 2>/dev/null)\""}, Stdout: &out})
+	if err != nil {
+		return "", "", fmt.Errorf("checking the agent's version: %w", err)
+	}
+	if code != 0 {
+		return "", "", fmt.Errorf("checking the agent's version: exit code %d", code)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "sha="); ok {
+			have = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "arch="); ok {
+			machine = strings.TrimSpace(v)
+		}
+	}
+	return have, machine, nil
 }
 
 func (u *Up) fail(err error) {
@@ -168,6 +184,8 @@ func (u *Up) recordPod(a *Active) {
 }
 
 func (u *Up) install(ctx context.Context, pod, container string) error {
+	u.installMu.Lock()
+	defer u.installMu.Unlock()
 	res, err := Install(ctx, InstallOptions{Exec: u.Kube, Namespace: u.Namespace, Pod: pod, Container: container,
 		Agent: u.Agent, AuthorizedKey: u.AuthorizedKey, HostKey: u.HostKey, LookupNodeArch: func(ctx context.Context) string { return NodeArch(ctx, u.Kube, u.Namespace, pod) }})
 	if err != nil {
@@ -181,7 +199,9 @@ func (u *Up) install(ctx context.Context, pod, container string) error {
 	if u.Logger != nil {
 		u.Logger.Info("agent installed", "pod", pod, "arch", res.Arch, "uploaded", res.Uploaded, "hostKeyInstalled", res.HostKeyInstalled)
 	}
-	if (res.Uploaded || res.HostKeyInstalled) && u.FreshHome != nil {
+	// Another release's agent replaced is no new home: only a volume without an agent or
+	// without a host key is.
+	if (res.Fresh || res.HostKeyInstalled) && u.FreshHome != nil {
 		u.FreshHome(pod)
 	}
 	return nil
