@@ -48,13 +48,18 @@
 // client's operations, each checked against the state it was decided from),
 // so this check on the client is the whole guard.
 //
-// The stream: each side sends "DTSY" and the protocol version (a mismatch fails
-// with ErrVersion, naming both); then blocks of at most 1 MiB of frames,
+// The stream: the client sends "DTSY" and the newest protocol version it
+// speaks; the agent answers with min(that, its newest) and both go on in it
+// (version 2 agents required equality: the client then opens a second stream
+// offering 2; below MinProtocolVersion it fails with ErrVersion naming both,
+// see wire.go); then blocks of at most 1 MiB of frames,
 // zstd-compressed when that shrinks them by an eighth, sent when the outgoing
 // queue runs dry: at once on a quiet stream (an edit), after a few
 // milliseconds more on a busy one, so thousands of small messages share a
 // block. The decoder bounds every length. File data goes in
-// 128 KiB chunks, so memory follows the index, not file sizes.
+// 128 KiB chunks, so memory follows the index, not file sizes. In protocol 3
+// a large file replacing another travels as a delta against the receiver's
+// copy (rsync.go).
 //
 // Safety (see docs/sync.md): a path a scan cannot read is unknown, kept in
 // the index as it was, never taken for deleted; a folder whose root is

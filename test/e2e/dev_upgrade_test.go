@@ -1,0 +1,184 @@
+//go:build integration
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/testcluster"
+	"github.com/devtool/devtool/internal/testrelease"
+)
+
+// startBin is user.start with another devtool binary and its own agent binary (the
+// previous release's).
+func (u *user) startBin(bin, agent string, args ...string) *bg {
+	u.t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = u.dir
+	cmd.Env = []string{
+		"HOME=" + u.home, "DEVTOOL_HOME=" + u.home, "KUBECONFIG=" + u.c.Kubeconfig,
+		"PATH=" + os.Getenv("PATH"), "NO_COLOR=1", "DEVTOOL_AGENT_BINARY=" + agent,
+	}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		u.t.Fatal(err)
+	}
+	b := &bg{cmd: cmd, seen: make(chan string, 1000), done: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			b.mu.Lock()
+			b.lines = append(b.lines, sc.Text())
+			b.mu.Unlock()
+			select {
+			case b.seen <- sc.Text():
+			default:
+			}
+		}
+		b.done <- cmd.Wait()
+	}()
+	u.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		u.t.Logf("$ %s %s\n%s", bin, strings.Join(args, " "), b.output())
+	})
+	return b
+}
+
+// interrupt ends an up with SIGINT and waits for it.
+func (b *bg) interrupt(t *testing.T) {
+	t.Helper()
+	_ = b.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-b.done:
+		b.done <- err
+		if err != nil {
+			t.Fatalf("up after SIGINT: %v\n%s", err, b.output())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("up did not end after SIGINT:\n%s", b.output())
+	}
+}
+
+// devPod is the live pod of dev container web, with its dev container's restart count.
+func devPod(t *testing.T, c *testcluster.Cluster, ns string) (*corev1.Pod, int32) {
+	t.Helper()
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "dev.devtool/dev=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []*corev1.Pod
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil {
+			live = append(live, &pods.Items[i])
+		}
+	}
+	if len(live) != 1 {
+		t.Fatalf("%d live pods of dev container web, want one", len(live))
+	}
+	var restarts int32
+	for _, s := range live[0].Status.ContainerStatuses {
+		restarts += s.RestartCount
+	}
+	return live[0], restarts
+}
+
+// agentLog is the agent's log on the dev volume of pod.
+func agentLog(t *testing.T, c *testcluster.Cluster, ns string, pod *corev1.Pod) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := c.Exec(context.Background(), kube.ExecOptions{Namespace: ns, Pod: pod.Name, Container: "web",
+		Command: []string{"cat", "/devtool/agent.log"}, Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("reading the agent's log: %v %s", err, errb.String())
+	}
+	return out.String()
+}
+
+// TestDevUpUpgradesPreviousAgent: the previous release's up (built from the git history)
+// starts a dev container; this release's up finds its older agent by the SSH banner and
+// upgrades it in the same pod (one line says so), the sync working on the new protocol;
+// then the previous release's up works with the new agent (the protocol negotiated down).
+func TestDevUpUpgradesPreviousAgent(t *testing.T) {
+	c := testcluster.Connect(t)
+	ns := c.Namespace(t)
+	rel := testrelease.Build(t, testrelease.Previous,
+		testrelease.Target{Name: "devtool", Package: "./cmd/devtool"},
+		testrelease.Target{Name: "devtool-agent", Package: "./cmd/devtool-agent", Linux: true})
+	u := newUser(t, c)
+	port := freePort(t)
+	writeHello(t, u, port)
+	withAgent(t, u)
+	u.mustRun("deploy", "--namespace", ns, "--wait", "--timeout", "4m")
+
+	// The previous release's up starts the dev container with its agent.
+	old := u.startBin(rel.Bin("devtool"), rel.Bin("devtool-agent"), "up", "web", "--namespace", ns)
+	old.waitLine(t, "ready", 3*time.Minute)
+	eventually(t, time.Minute, "the previous up serves the synced file", bodyContains(port, "hello from the dev container"))
+	old.interrupt(t)
+	pod, restarts := devPod(t, c, ns)
+	if log := agentLog(t, c, ns, pod); strings.Count(log, "devtool-agent starting") != 1 || strings.Contains(log, "protocol=") {
+		t.Fatalf("the previous release's agent is not the one running:\n%s", log)
+	}
+
+	// This release's up upgrades it in place: same pod, the agent restarted (its
+	// container restarted: the previous agent cannot re-execute itself).
+	up := u.start("up", "web", "--namespace", ns)
+	up.waitLine(t, "upgraded the dev container's agent in pod "+pod.Name, 3*time.Minute)
+	up.waitLine(t, "ready", 3*time.Minute)
+	if n := strings.Count(up.output(), "upgraded the dev container's agent"); n != 1 {
+		t.Errorf("%d upgrade lines, want one:\n%s", n, up.output())
+	}
+	if strings.Contains(up.output(), "connection lost") || strings.Contains(up.output(), "reconnected") {
+		t.Errorf("the upgrade's restart was announced as a lost connection:\n%s", up.output())
+	}
+	after, restarts2 := devPod(t, c, ns)
+	if after.UID != pod.UID {
+		t.Fatalf("the dev container moved to pod %s: the upgrade was not in place", after.Name)
+	}
+	if restarts2 != restarts+1 {
+		t.Errorf("container restarts %d -> %d, want one more (SIGTERM to the previous agent)", restarts, restarts2)
+	}
+	u.write("web/index.html", "<h1>synced by the new release</h1>\n")
+	eventually(t, time.Minute, "an edit after the upgrade", bodyContains(port, "synced by the new release"))
+	log := agentLog(t, c, ns, after)
+	if strings.Count(log, "devtool-agent starting") != 2 || !strings.Contains(log, "protocol=3") {
+		t.Fatalf("the new agent is not running after the upgrade:\n%s", log)
+	}
+	up.interrupt(t)
+
+	// The previous release's up with the new agent: it puts its own binary on the volume
+	// (for the next start) but talks to the running new agent, on protocol 2.
+	old2 := u.startBin(rel.Bin("devtool"), rel.Bin("devtool-agent"), "up", "web", "--namespace", ns)
+	old2.waitLine(t, "ready", 3*time.Minute)
+	u.write("web/index.html", "<h1>synced by the previous release again</h1>\n")
+	eventually(t, time.Minute, "an edit through the previous up", bodyContains(port, "synced by the previous release again"))
+	log = agentLog(t, c, ns, after)
+	if strings.Count(log, "devtool-agent starting") != 2 {
+		t.Errorf("the agent restarted under the previous up:\n%s", log)
+	}
+	if !strings.Contains(log, "protocol=2") {
+		t.Errorf("no protocol 2 session in the new agent's log:\n%s", log)
+	}
+	old2.interrupt(t)
+	if p, _ := devPod(t, c, ns); p.UID != pod.UID {
+		t.Errorf("the dev container moved to pod %s", p.Name)
+	}
+	u.mustRun("down", "web", "--namespace", ns)
+}
