@@ -446,6 +446,9 @@ func (s *server) handle(ctx context.Context, m any) error {
 		t.setRules(m.Excludes, m.Files)
 		s.startFolder(m.Folder)
 	case *getMsg:
+		sig := s.ready[m.ID] // the client's signature of its copy, sent before the get
+		delete(s.ready, m.ID)
+		s.sigs.release(sig)
 		if _, err := s.folder(m.Folder); err != nil {
 			return err
 		}
@@ -454,13 +457,7 @@ func (s *server) handle(ctx context.Context, m any) error {
 			s.trees[m.Folder].log.Warn("refused path from the client", "path", m.Path, "err", err)
 			return nil
 		}
-		j := &sendJob{ID: m.ID, Folder: m.Folder, Path: m.Path, Expect: m.Expect}
-		if sig, ok := s.ready[m.ID]; ok {
-			delete(s.ready, m.ID)
-			s.sigs.release(sig)
-			j.Sig = sig
-		}
-		s.q.push(j)
+		s.q.push(&sendJob{ID: m.ID, Folder: m.Folder, Path: m.Path, Expect: m.Expect, Sig: sig})
 	case *sigMsg:
 		if s.proto < 3 {
 			return errors.New("protocol: a signature in a protocol 2 session")
