@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -111,6 +112,21 @@ func agentLog(t *testing.T, c *testcluster.Cluster, ns string, pod *corev1.Pod) 
 	return out.String()
 }
 
+// agentIdle waits until the agent has seen every connection close. An up that just ended
+// may still look connected to the agent for about a second (the port-forward's close takes
+// that long to reach it), and its dev command (httpd on 8080) ends only then: the next up's
+// dev command would find the port taken. That race is not this test's subject.
+func agentIdle(t *testing.T, c *testcluster.Cluster, ns string, pod *corev1.Pod) {
+	t.Helper()
+	eventually(t, time.Minute, "the agent sees the previous up's connection closed", func() error {
+		log := agentLog(t, c, ns, pod)
+		if o, cl := strings.Count(log, "connection opened"), strings.Count(log, "connection closed"); o != cl {
+			return fmt.Errorf("%d connections opened, %d closed", o, cl)
+		}
+		return nil
+	})
+}
+
 // TestDevUpUpgradesPreviousAgent: the previous release's up (built from the git history)
 // starts a dev container; this release's up finds its older agent by the SSH banner and
 // upgrades it in the same pod (one line says so), the sync working on the new protocol;
@@ -133,6 +149,22 @@ func TestDevUpUpgradesPreviousAgent(t *testing.T) {
 	eventually(t, time.Minute, "the previous up serves the synced file", bodyContains(port, "hello from the dev container"))
 	old.interrupt(t)
 	pod, restarts := devPod(t, c, ns)
+	agentIdle(t, c, ns, pod)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What the agent and the pod went through.
+		if p, err := c.Clientset.CoreV1().Pods(ns).Get(context.Background(), pod.Name, metav1.GetOptions{}); err == nil {
+			for _, cs := range p.Status.ContainerStatuses {
+				t.Logf("container %s: restarts %d, state %+v, last state %+v", cs.Name, cs.RestartCount, cs.State, cs.LastTerminationState)
+			}
+			var out, errb bytes.Buffer
+			_ = c.Exec(context.Background(), kube.ExecOptions{Namespace: ns, Pod: pod.Name, Container: "web",
+				Command: []string{"sh", "-c", "cat /devtool/agent.log; ps -o pid,ppid,args 2>/dev/null || ps"}, Stdout: &out, Stderr: &errb})
+			t.Logf("agent log and processes:\n%s%s", out.String(), errb.String())
+		}
+	})
 	if log := agentLog(t, c, ns, pod); strings.Count(log, "devtool-agent starting") != 1 || strings.Contains(log, "protocol=") {
 		t.Fatalf("the previous release's agent is not the one running:\n%s", log)
 	}
@@ -162,6 +194,7 @@ func TestDevUpUpgradesPreviousAgent(t *testing.T) {
 		t.Fatalf("the new agent is not running after the upgrade:\n%s", log)
 	}
 	up.interrupt(t)
+	agentIdle(t, c, ns, after)
 
 	// The previous release's up with the new agent: it puts its own binary on the volume
 	// (for the next start) but talks to the running new agent, on protocol 2.
