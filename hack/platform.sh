@@ -28,7 +28,11 @@ down)
   make --no-print-directory build
   if kubectl get namespace "$NS" >/dev/null 2>&1; then
     bin/devtool destroy --file deploy/platform/devtool.yml --namespace "$NS"
-    kubectl delete namespace -l devtool.dev/managed=true --ignore-not-found --wait=false >/dev/null
+    # only the namespaces this instance made (another instance's users keep theirs)
+    for ns in $(kubectl get namespace -l devtool.dev/managed=true -o name); do
+      owner=$(kubectl get "$ns" -o jsonpath='{.metadata.annotations.devtool\.dev/platform}')
+      [ "$owner" = "$NS" ] || [ -z "$owner" -a "$NS" = devtool-system ] && kubectl delete "$ns" --ignore-not-found --wait=false >/dev/null
+    done
     kubectl delete namespace "$NS" --ignore-not-found >/dev/null
   fi
   rm -f "${files[@]}"

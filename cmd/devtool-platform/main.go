@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/ingress"
 	"github.com/devtool/devtool/internal/platform/install"
+	"github.com/devtool/devtool/internal/platform/leader"
 	"github.com/devtool/devtool/internal/platform/server"
 	"github.com/devtool/devtool/internal/platform/store"
 )
@@ -108,11 +110,27 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	ticketKey := fs.String("ticket-key", "", "the Ed25519 key signing private endpoints' sign-in tickets (raw 64 bytes; none: no endpoint sign-in)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster, else KUBECONFIG)")
 	allowAnalytics := fs.Bool("analytics", false, "accept the CLI's analytics events (daily counts only; docs/analytics.md) until an admin sets otherwise through the API")
+	externalURL := fs.String("external-url", "", "the platform's address as users reach it, https://host[:port] (default: the request's host)")
+	minCLI := fs.String("min-cli-version", "", "the lowest devtool version this platform serves (\"\": any)")
+	hashes := fs.Int("max-password-hashes", 4, "password hashes (argon2id, 19 MiB each) run at once by this replica")
+	hashWait := fs.Duration("password-hash-wait", 10*time.Second, "how long a login waits for a hash slot before 429")
+	kubeQPS := fs.Float64("kube-qps", 100, "requests per second to the Kubernetes API (client-go's default of 5 throttles logins)")
+	kubeBurst := fs.Int("kube-burst", 200, "burst of requests to the Kubernetes API")
+	sweep := fs.Duration("sweep-interval", time.Minute, "how often the leader sweeps expired tokens, stale failed-login counts and expired logins")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	if *endpointPort < 0 || *endpointPort > 65535 {
 		return usageError{"serve: --endpoint-port: a port number"}
+	}
+	if *hashes < 1 || *hashes > 64 {
+		return usageError{"serve: --max-password-hashes: between 1 and 64"}
+	}
+	if *kubeQPS <= 0 || *kubeBurst < 1 {
+		return usageError{"serve: --kube-qps and --kube-burst must be positive"}
+	}
+	if *sweep < time.Second {
+		return usageError{"serve: --sweep-interval: at least 1s"}
 	}
 	if *certFile == "" || *keyFile == "" {
 		return usageError{"serve: --tls-cert and --tls-key are required (the platform serves HTTPS only)"}
@@ -123,6 +141,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg.UserAgent = "devtool-platform/" + buildinfo.Version
+	cfg.QPS, cfg.Burst = float32(*kubeQPS), *kubeBurst
+	store.SetHashLimits(*hashes, *hashWait)
 	st, err := store.New(cfg, *ns)
 	if err != nil {
 		return err
@@ -132,8 +152,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("reading the API server's CA: %w", err)
 	}
 	agg := &analytics.Aggregator{Kube: st.Kube, Namespace: *ns, Default: *allowAnalytics, Log: log}
-	srv := server.New(server.Options{Store: st, Log: log, Instance: os.Getenv("POD_NAME"), Analytics: agg, Info: api.Info{
-		Version: buildinfo.Version, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain, Registry: *registry,
+	instance := os.Getenv("POD_NAME")
+	if instance == "" {
+		instance, _ = os.Hostname()
+	}
+	srv := server.New(server.Options{Store: st, Log: log, Instance: instance, ExternalURL: *externalURL, Analytics: agg, Info: api.Info{
+		Version: buildinfo.Version, MinCLIVersion: *minCLI, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain, Registry: *registry,
 		IngressClass: *ingressClass, EndpointPort: *endpointPort,
 	}})
 	handler := srv.Handler()
@@ -159,6 +183,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		mux.Handle("/", handler)
 		handler = mux
 	}
+	// The certificate file holds the chain (serving certificate, then its CA), all of it sent: a
+	// client pins the CA, which outlives the serving certificate's renewals.
 	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
 	if err != nil {
 		return fmt.Errorf("loading the serving certificate: %w", err)
@@ -193,16 +219,37 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("serving", "addr", ln.Addr().String(), "version", buildinfo.Version)
 	done := make(chan error, 1)
 	go func() { done <- hs.ServeTLS(ln, "", "") }()
+	// One replica, elected through a Lease, runs the background work.
+	elected := make(chan struct{})
+	go func() {
+		defer close(elected)
+		leader.Run(ictx, leader.Options{Kube: st.Kube, Namespace: *ns, Identity: instance, Log: log,
+			Lead: func(lctx context.Context) {
+				leader.Every(lctx, *sweep, func(c context.Context) {
+					n, err := st.Sweep(c)
+					if err != nil && c.Err() == nil {
+						log.Warn("sweep", "err", err)
+					}
+					if n != (store.Swept{}) {
+						log.Info("swept", "tokens", n.Tokens, "failedLogins", n.Failures, "logins", n.Logins)
+					}
+				})
+			}})
+	}()
 	select {
-	case err := <-done:
-		return err
+	case err = <-done:
 	case <-ctx.Done():
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		err = hs.Shutdown(sctx)
+		<-done
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	err = hs.Shutdown(sctx)
-	<-done
+	cancel() // the informers stop, and a held Lease is released for another replica
+	<-elected
 	log.Info("stopped")
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
 	return err
 }
 
@@ -225,8 +272,39 @@ func installCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "how long to wait for the rollout and the first answer")
 	fs.BoolVar(&o.Analytics, "analytics", false, "the platform accepts the CLI's analytics events until an admin sets otherwise (docs/analytics.md)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default KUBECONFIG)")
+	fs.StringVar(&o.ExternalURL, "external-url", "", "the platform's address as users reach it (default https://<host>:<node port>)")
+	fs.StringVar(&o.MinCLIVersion, "min-cli-version", "", "the lowest devtool version the platform serves")
+	oidc := map[string]*string{}
+	for _, f := range []struct{ key, flag, usage string }{
+		{"issuer", "oidc-issuer", "OpenID Connect provider's issuer URL (sign-in with it is off when empty)"},
+		{"clientID", "oidc-client-id", "the platform's client id at the provider"},
+		{"name", "oidc-name", "the provider's name on the sign-in button"},
+		{"scopes", "oidc-scopes", "scopes to ask for (default \"openid profile email\")"},
+		{"usernameClaim", "oidc-username-claim", "claim naming the account (default preferred_username, else the e-mail's local part)"},
+		{"groupsClaim", "oidc-groups-claim", "claim listing the user's groups (default groups)"},
+		{"adminGroups", "oidc-admin-groups", "comma-separated groups whose members are admins"},
+		{"signUp", "oidc-signup", "\"false\": no account is made on first login"},
+	} {
+		oidc[f.key] = fs.String(f.flag, "", f.usage)
+	}
+	secretFile := fs.String("oidc-client-secret-file", "", "file holding the platform's client secret at the provider (or $DEVTOOL_OIDC_CLIENT_SECRET)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
+	}
+	o.OIDC = map[string]string{}
+	for k, v := range oidc {
+		o.OIDC[k] = *v
+	}
+	o.OIDC["clientSecret"] = os.Getenv("DEVTOOL_OIDC_CLIENT_SECRET")
+	if *secretFile != "" {
+		b, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return usageError{"install: --oidc-client-secret-file: " + err.Error()}
+		}
+		o.OIDC["clientSecret"] = strings.TrimSpace(string(b))
+	}
+	if o.OIDC["issuer"] != "" && o.OIDC["clientID"] == "" {
+		return usageError{"install: --oidc-issuer needs --oidc-client-id"}
 	}
 	if o.APIServer == "" {
 		return usageError{"install: --api-server is required (the address users' kubeconfigs get, e.g. https://127.0.0.1:26443)"}

@@ -3,7 +3,7 @@
 // docs/platform-api.yaml describes the same routes as OpenAPI. Changes are additive only: a field is
 // never renamed or removed, so an older CLI keeps working with a newer server and the other way round.
 //
-// Authentication: every route except GET /api/v1/info takes "Authorization: Bearer <token>", where the
+// Authentication: every route except GET /api/v1/info, POST /api/v1/login and the OAuth endpoints takes "Authorization: Bearer <token>", where the
 // token is an API token "dvt_<id>_<secret>" (id: 16 lowercase hex chars; secret: 43 base64url chars,
 // 256 random bits). The server stores only SHA-256(secret) and compares in constant time.
 //
@@ -58,6 +58,64 @@ type Info struct {
 	// EndpointPort is the HTTPS port endpoints answer on (0 = 443): https://<name>-<namespace>.<domain>:<port>/.
 	EndpointPort int  `json:"endpointPort,omitempty"`
 	Analytics    bool `json:"analytics"` // the admin allows analytics
+	// Login says how users sign in (absent from servers older than the password login).
+	Login *LoginMethods `json:"login,omitempty"`
+}
+
+// LoginMethods are the ways to sign in that the platform offers.
+type LoginMethods struct {
+	Password bool `json:"password"` // POST /api/v1/login
+	// Browser: OAuth 2.0 authorization code with PKCE (S256) for the CLI (client_id CLIClientID) at
+	// AuthorizePath, a loopback redirect address (http://127.0.0.1:<port>/..., RFC 8252), the token
+	// at TokenPath.
+	Browser bool `json:"browser"`
+	// Device: device authorization (RFC 8628) at DeviceAuthPath, the token at TokenPath.
+	Device    bool            `json:"device"`
+	Providers []LoginProvider `json:"providers,omitempty"` // OpenID Connect providers
+}
+
+// LoginProvider is an OpenID Connect provider users may sign in with.
+type LoginProvider struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// OAuth 2.0 endpoints and the CLI's client id. The token endpoint follows RFC 6749: a form-encoded
+// request, and a JSON answer {access_token, token_type "Bearer", expires_in} whose access_token is an
+// API token, or {error, error_description} with status 400.
+const (
+	AuthorizePath  = "/login/authorize"
+	DevicePagePath = "/login/device"
+	SignInPath     = "/login/signin"
+	TokenPath      = Prefix + "/oauth/token"
+	DeviceAuthPath = Prefix + "/oauth/device"
+	CLIClientID    = "devtool-cli"
+)
+
+// LoginRequest is POST /api/v1/login (no authentication): a user name and password for a new API
+// token, answered with a Token (its secret set). Every refusal is the same 401; 429 when the
+// platform checks too many logins at once or the address or account is rate-limited. Repeated
+// failures lock the account for a while (for every replica).
+type LoginRequest struct {
+	User      string `json:"user"`
+	Password  string `json:"password"`
+	TokenName string `json:"tokenName,omitempty"`
+	// ExpiresInSeconds: 0 means the server's default (90 days); at most one year.
+	ExpiresInSeconds int64 `json:"expiresInSeconds,omitempty"`
+}
+
+// PasswordChange is PUT /api/v1/me/password: the caller's new password (Current is required when
+// the account has one). 204.
+type PasswordChange struct {
+	Current string `json:"current,omitempty"`
+	New     string `json:"new"`
+}
+
+// PasswordReset is PUT /api/v1/users/{name}/password (admin only): set a user's password ("" turns
+// password login off) and clear its lockout. 204. POST /api/v1/users/{name}/unlock (admin only)
+// clears the lockout alone. 204.
+type PasswordReset struct {
+	Password string `json:"password"`
 }
 
 // User is a platform account. GET /api/v1/me answers the caller's.
@@ -66,6 +124,11 @@ type User struct {
 	Admin     bool      `json:"admin"`
 	Namespace string    `json:"namespace,omitempty"` // the personal namespace
 	Created   time.Time `json:"created"`
+	// Set in admins' answers (GET /api/v1/users) and the caller's own.
+	Password     bool       `json:"password,omitempty"`     // password login is on
+	FailedLogins int        `json:"failedLogins,omitempty"` // failed password logins in a row
+	LockedUntil  *time.Time `json:"lockedUntil,omitempty"`  // password login refused until then
+	OIDC         bool       `json:"oidc,omitempty"`         // made for an OpenID Connect identity
 }
 
 // CreateUserRequest is POST /api/v1/users (admin only).

@@ -64,6 +64,13 @@ type Options struct {
 	Timeout  time.Duration // for the rollout and the first answer; default 3 minutes
 	// Analytics: the platform accepts the CLI's analytics events until an admin sets otherwise.
 	Analytics bool
+	// ExternalURL is the platform's address as users reach it; "" = https://<Host>:<NodePort>.
+	ExternalURL   string
+	MinCLIVersion string
+	// OIDC, when it names an issuer, is written to the Secret the server reads its OpenID Connect
+	// provider from (keys of server.OIDCSecret: issuer, clientID, clientSecret, name, scopes,
+	// usernameClaim, groupsClaim, adminGroups, signUp).
+	OIDC map[string]string
 }
 
 // Result is what an install made.
@@ -191,11 +198,20 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	sa := ServeArgs{Namespace: o.Namespace, APIServer: o.APIServer, Domain: o.Domain, Analytics: o.Analytics, IngressClass: o.IngressClass,
-		EndpointPort: endpointPort, ConfigHash: hashOf(platformTLS.Data, authData)}
+		EndpointPort: endpointPort, ConfigHash: hashOf(platformTLS.Data, authData), MinCLIVersion: o.MinCLIVersion, ExternalURL: url}
+	if o.ExternalURL != "" {
+		sa.ExternalURL = strings.TrimSuffix(o.ExternalURL, "/")
+	}
 	for _, obj := range workload(o.Namespace, image, o.Replicas, sa) {
 		if err := a.applyTyped(ctx, obj); err != nil {
 			return nil, err
 		}
+	}
+	if o.OIDC["issuer"] != "" {
+		if err := applyOIDC(ctx, st, o.Namespace, o.OIDC); err != nil {
+			return nil, err
+		}
+		o.Progress("OpenID Connect provider " + o.OIDC["issuer"])
 	}
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return nil, err
@@ -325,6 +341,13 @@ func waitEstablished(ctx context.Context, st *store.Store, name string) error {
 func ensureTLS(ctx context.Context, st *store.Store, ns, host string, now time.Time) ([]byte, error) {
 	sec, err := st.Kube.CoreV1().Secrets(ns).Get(ctx, TLSSecret, metav1.GetOptions{})
 	if err == nil && len(sec.Data["ca.crt"]) > 0 && certCovers(sec.Data["tls.crt"], host) {
+		if own := sec.Labels["app.kubernetes.io/part-of"] == Name; own && !chained(sec.Data["tls.crt"]) {
+			// Made before the chain was served: append the CA, so clients can pin it.
+			sec.Data["tls.crt"] = append(append(append([]byte{}, sec.Data["tls.crt"]...), '\n'), sec.Data["ca.crt"]...)
+			if _, err := st.Kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+				return nil, fmt.Errorf("updating the TLS Secret with its chain: %w", err)
+			}
+		}
 		return sec.Data["ca.crt"], nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -336,7 +359,8 @@ func ensureTLS(ctx context.Context, st *store.Store, ns, host string, now time.T
 	if err != nil {
 		return nil, err
 	}
-	data := map[string][]byte{"ca.crt": c.CA, "tls.crt": c.Cert, "tls.key": c.Key}
+	// tls.crt holds the chain: the serving certificate, then the CA.
+	data := map[string][]byte{"ca.crt": c.CA, "tls.crt": append(append(append([]byte{}, c.Cert...), '\n'), c.CA...), "tls.key": c.Key}
 	if existing {
 		sec.Data = data
 		if _, err := st.Kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
@@ -486,6 +510,43 @@ func nodePort(ctx context.Context, st *store.Store, ns, name string) (int32, err
 		return 0, fmt.Errorf("service %s/%s has no node port", ns, name)
 	}
 	return svc.Spec.Ports[0].NodePort, nil
+}
+
+// chained reports whether a PEM file holds more than one certificate.
+func chained(certPEM []byte) bool {
+	n := 0
+	for rest := certPEM; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			return n > 1
+		}
+		if blk.Type == "CERTIFICATE" {
+			n++
+		}
+	}
+}
+
+// applyOIDC writes the OpenID Connect configuration Secret.
+func applyOIDC(ctx context.Context, st *store.Store, ns string, cfg map[string]string) error {
+	data := map[string][]byte{}
+	for k, v := range cfg {
+		if v != "" {
+			data[k] = []byte(v)
+		}
+	}
+	secs := st.Kube.CoreV1().Secrets(ns)
+	sec, err := secs.Get(ctx, OIDCSecretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = secs.Create(ctx, &corev1.Secret{ObjectMeta: meta(OIDCSecretName, ns), Data: data}, metav1.CreateOptions{})
+	} else if err == nil {
+		sec.Data = data
+		_, err = secs.Update(ctx, sec, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("writing the OIDC configuration (Secret %s/%s): %w", ns, OIDCSecretName, err)
+	}
+	return nil
 }
 
 func certCovers(certPEM []byte, host string) bool {

@@ -23,6 +23,8 @@ const (
 	Name      = "devtool-platform"
 	TLSSecret = "devtool-platform-tls"
 	Port      = 8443
+	// OIDCSecretName holds the OpenID Connect provider's configuration (server.OIDCSecret).
+	OIDCSecretName = "devtool-platform-oidc"
 	// CASecret keeps the platform CA's key (ca.crt, ca.key), to issue the ingress's certificate.
 	CASecret = "devtool-platform-ca"
 	// AuthSecret holds the keys of private endpoints: the platform signs tickets with ticket.key,
@@ -153,9 +155,12 @@ func platformRBAC(ns string) []any {
 		&rbacv1.Role{TypeMeta: tm("Role"), ObjectMeta: meta(Name, ns), Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "create", "delete", "impersonate"}},
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
+			// secrets: stored secrets, logins in progress, the signing key, the OIDC configuration
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 			// The analytics days and setting (internal/platform/analytics).
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+			// the leader election's Lease
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 		}},
 		&rbacv1.RoleBinding{TypeMeta: tm("RoleBinding"), ObjectMeta: meta(Name, ns),
@@ -171,7 +176,8 @@ type ServeArgs struct {
 	IngressClass string
 	EndpointPort int32
 	// ConfigHash changes when a Secret the pods read at start changes, so they restart.
-	ConfigHash string
+	ConfigHash                 string
+	ExternalURL, MinCLIVersion string
 }
 
 func workload(ns, image string, replicas int32, a ServeArgs) []any {
@@ -189,6 +195,12 @@ func workload(ns, image string, replicas int32, a ServeArgs) []any {
 	}
 	if a.EndpointPort != 0 {
 		args = append(args, "--endpoint-port", fmt.Sprint(a.EndpointPort))
+	}
+	if a.ExternalURL != "" {
+		args = append(args, "--external-url", a.ExternalURL)
+	}
+	if a.MinCLIVersion != "" {
+		args = append(args, "--min-cli-version", a.MinCLIVersion)
 	}
 	dep := deployment(ns, podSpec{
 		name: Name, container: "platform", image: image, replicas: replicas, args: args, serviceAccount: Name,

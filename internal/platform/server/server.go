@@ -35,18 +35,27 @@ type Options struct {
 	// Rate limits per replica: requests per second and burst, per client address and per account.
 	AddrRate, AccountRate   rate.Limit
 	AddrBurst, AccountBurst int
-	Now                     func() time.Time
-	Instance                string // this replica (its pod name), in audit records
+	// Login limits per replica (password, OAuth and sign-in endpoints), per client address and per
+	// account named.
+	LoginAddrRate, LoginAccountRate   rate.Limit
+	LoginAddrBurst, LoginAccountBurst int
+	Now                               func() time.Time
+	Instance                          string // this replica (its pod name), in audit records
+	// ExternalURL is the platform's address as users reach it (device login and OIDC redirect
+	// addresses); "" takes the request's Host.
+	ExternalURL string
 	// Analytics counts the CLI's analytics events (nil: the platform accepts none).
 	Analytics *analytics.Aggregator
 }
 
 // Server serves the API.
 type Server struct {
-	o        Options
-	mux      *http.ServeMux
-	addrs    *limiters
-	accounts *limiters
+	o                         Options
+	mux                       *http.ServeMux
+	addrs                     *limiters
+	accounts                  *limiters
+	loginAddrs, loginAccounts *limiters
+	oidc                      oidcCache
 }
 
 // New makes the server; Handler serves it.
@@ -63,12 +72,37 @@ func New(o Options) *Server {
 	if o.AccountRate == 0 {
 		o.AccountRate, o.AccountBurst = 20, 40
 	}
+	if o.LoginAddrRate == 0 {
+		o.LoginAddrRate, o.LoginAddrBurst = 20, 100
+	}
+	if o.LoginAccountRate == 0 {
+		o.LoginAccountRate, o.LoginAccountBurst = 1, 10
+	}
 	s := &Server{o: o, mux: http.NewServeMux(),
-		addrs: newLimiters(o.AddrRate, o.AddrBurst, o.Now), accounts: newLimiters(o.AccountRate, o.AccountBurst, o.Now)}
+		addrs: newLimiters(o.AddrRate, o.AddrBurst, o.Now), accounts: newLimiters(o.AccountRate, o.AccountBurst, o.Now),
+		loginAddrs: newLimiters(o.LoginAddrRate, o.LoginAddrBurst, o.Now), loginAccounts: newLimiters(o.LoginAccountRate, o.LoginAccountBurst, o.Now)}
 	p := api.Prefix
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET "+p+"/info", s.info)
 	s.handle("GET "+p+"/me", s.me)
+	s.mux.HandleFunc("POST "+p+"/login", s.login)
+	s.handle("PUT "+p+"/me/password", s.changePassword)
+	s.handle("PUT "+p+"/users/{name}/password", s.admin(s.resetPassword))
+	s.handle("POST "+p+"/users/{name}/unlock", s.admin(s.unlock))
+	s.mux.HandleFunc("POST "+api.TokenPath, s.token)
+	s.mux.HandleFunc("POST "+api.DeviceAuthPath, s.deviceAuthorize)
+	// Browser pages: cross-site POSTs refused (Sec-Fetch-Site / Origin).
+	cop := http.NewCrossOriginProtection()
+	page := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, cop.Handler(h)) }
+	page("GET "+api.SignInPath, s.signInPage)
+	page("POST "+api.SignInPath, s.signIn)
+	page("POST /login/signout", s.signOut)
+	page("GET "+api.AuthorizePath, s.authorizePage)
+	page("POST "+api.AuthorizePath, s.authorize)
+	page("GET "+api.DevicePagePath, s.devicePage)
+	page("POST "+api.DevicePagePath, s.deviceDecide)
+	page("GET /login/oidc/callback", s.oidcCallback)
+	page("GET /login/oidc/{id}", s.oidcStart)
 	s.handle("POST "+p+"/users", s.admin(s.createUser))
 	s.handle("GET "+p+"/users", s.admin(s.listUsers))
 	s.handle("DELETE "+p+"/users/{name}", s.admin(s.deleteUser))
@@ -337,6 +371,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	info := s.o.Info
 	info.Analytics = s.analyticsEnabled()
+	info.Login = &api.LoginMethods{Password: true, Browser: true, Device: true, Providers: s.providers(r.Context())}
 	writeJSON(w, http.StatusOK, info)
 }
 
@@ -349,7 +384,9 @@ func (s *Server) apiUser(u *store.User) api.User {
 }
 
 func (s *Server) me(w http.ResponseWriter, r *http.Request, c caller) {
-	writeJSON(w, http.StatusOK, s.apiUser(c.user))
+	out := s.apiUser(c.user)
+	userDetails(&out, c.user)
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) createUser(w http.ResponseWriter, r *http.Request, c caller) {
@@ -374,7 +411,9 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	out := api.UserList{Items: []api.User{}}
 	for _, u := range us {
-		out.Items = append(out.Items, s.apiUser(u))
+		a := s.apiUser(u)
+		userDetails(&a, u)
+		out.Items = append(out.Items, a)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -44,7 +44,8 @@ func (s *Store) ensureNamespace(ctx context.Context, name, owner string, persona
 	if personal {
 		lbl[LabelPersonal] = owner
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl,
+		Annotations: map[string]string{AnnotationPlatform: s.Namespace}}}
 	created := true
 	got, err := s.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {

@@ -51,6 +51,7 @@ type Store struct {
 	namespaces    corelisters.NamespaceLister
 	bindings      rbaclisters.RoleBindingLister
 	synced        []cache.InformerSynced
+	sign          signing
 }
 
 // New makes a Store; call Start before reads.
@@ -128,6 +129,7 @@ func userFrom(u *unstructured.Unstructured) *User {
 	out := &User{Name: u.GetName(), Created: u.GetCreationTimestamp().Time, ResourceVersion: u.GetResourceVersion()}
 	out.Admin, _ = spec["admin"].(bool)
 	out.PasswordHash, _ = spec["passwordHash"].(string)
+	out.Subject, _ = spec["subject"].(string)
 	switch n := status["failedLogins"].(type) {
 	case int64:
 		out.FailedLogins = int(n)
@@ -137,6 +139,9 @@ func userFrom(u *unstructured.Unstructured) *User {
 	if v, ok := status["lockedUntil"].(string); ok {
 		out.LockedUntil, _ = time.Parse(time.RFC3339, v)
 	}
+	if v, ok := status["lastFailure"].(string); ok {
+		out.LastFailure, _ = time.Parse(time.RFC3339, v)
+	}
 	return out
 }
 
@@ -144,6 +149,9 @@ func (s *Store) userObject(u *User) *unstructured.Unstructured {
 	spec := map[string]any{"admin": u.Admin}
 	if u.PasswordHash != "" {
 		spec["passwordHash"] = u.PasswordHash
+	}
+	if u.Subject != "" {
+		spec["subject"] = u.Subject
 	}
 	obj := map[string]any{
 		"apiVersion": Group + "/" + Version, "kind": "User",
@@ -156,6 +164,9 @@ func (s *Store) userObject(u *User) *unstructured.Unstructured {
 	}
 	if !u.LockedUntil.IsZero() {
 		status["lockedUntil"] = u.LockedUntil.UTC().Format(time.RFC3339)
+	}
+	if !u.LastFailure.IsZero() {
+		status["lastFailure"] = u.LastFailure.UTC().Format(time.RFC3339)
 	}
 	if len(status) > 0 {
 		obj["status"] = status

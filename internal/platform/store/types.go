@@ -27,7 +27,8 @@ const (
 
 // The custom resources.
 var (
-	UserResource  = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "users"}
+	UserResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "users"}
+
 	TokenResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "accesstokens"}
 )
 
@@ -42,6 +43,9 @@ const (
 	LabelRole     = "devtool.dev/role"     // on a membership RoleBinding: owner, editor, viewer
 	LabelOwner    = "devtool.dev/owner"    // on an AccessToken: its user
 	LabelUser     = "devtool.dev/user"     // on a user's ServiceAccount
+	// AnnotationPlatform on a namespace the platform made: the platform's own namespace (which
+	// install made it, when two run side by side).
+	AnnotationPlatform = "devtool.dev/platform"
 
 	BindingPrefix = "devtool-member-" // + user: the membership RoleBinding in a namespace
 	SAPrefix      = "u-"              // + user: the user's ServiceAccount in the platform's namespace
@@ -52,12 +56,16 @@ const (
 
 // User is a platform account (custom resource users.devtool.dev, named after the user).
 type User struct {
-	Name            string
-	Admin           bool
-	PasswordHash    string // argon2id PHC string; "" when password login is off
-	Created         time.Time
-	FailedLogins    int
-	LockedUntil     time.Time
+	Name         string
+	Admin        bool
+	PasswordHash string // argon2id PHC string; "" when password login is off
+	Created      time.Time
+	FailedLogins int       // failed password logins in a row
+	LastFailure  time.Time // of the last failed password login
+	LockedUntil  time.Time // password logins refused until then
+	// Subject is "<issuer> <sub>" of the OpenID Connect identity the account was made for ("" for a
+	// built-in account): only that identity signs in to it through the provider.
+	Subject         string
 	ResourceVersion string
 }
 

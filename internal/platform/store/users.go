@@ -2,46 +2,14 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"runtime"
 
-	"golang.org/x/crypto/argon2"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// Argon2id parameters (OWASP's minimum: 19 MiB, 2 passes, 1 lane). At most hashSlots hashes run at
-// once, so a burst of user creations (or, later, logins) cannot exhaust memory.
-const (
-	argonMemoryKiB = 19 * 1024
-	argonTime      = 2
-	argonThreads   = 1
-	argonKeyLen    = 32
-)
-
-var hashSlots = make(chan struct{}, max(1, runtime.NumCPU()))
-
-// HashPassword returns the argon2id PHC string of password.
-func HashPassword(ctx context.Context, password string) (string, error) {
-	select {
-	case hashSlots <- struct{}{}:
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-	defer func() { <-hashSlots }()
-	salt := make([]byte, 16)
-	if _, err := rand.Read(salt); err != nil {
-		return "", err
-	}
-	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
-	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemoryKiB, argonTime, argonThreads,
-		base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key)), nil
-}
 
 // CreateUser makes a user: the User object, its ServiceAccount, its personal namespace (named after
 // it, with quota, limits and the owner binding) and a first API token, returned as the only copy of
@@ -51,8 +19,10 @@ func (s *Store) CreateUser(ctx context.Context, name string, admin bool, passwor
 	if why := ValidUserName(name); why != "" {
 		return nil, "", &InputError{Field: "name", Reason: why}
 	}
-	if len(password) > 1024 {
-		return nil, "", &InputError{Field: "password", Reason: "at most 1024 bytes"}
+	if password != "" {
+		if why := ValidPassword(password); why != "" {
+			return nil, "", &InputError{Field: "password", Reason: why}
+		}
 	}
 	// A namespace of that name that is not this user's personal one would make a personal namespace
 	// impossible: refuse before anything is made.
@@ -71,6 +41,12 @@ func (s *Store) CreateUser(ctx context.Context, name string, admin bool, passwor
 		}
 		u.PasswordHash = h
 	}
+	return s.createUser(ctx, u, true)
+}
+
+// createUser writes the User object and provisions the rest (with a first token when asked).
+func (s *Store) createUser(ctx context.Context, u *User, firstToken bool) (*User, string, error) {
+	name := u.Name
 	o, err := s.Dyn.Resource(UserResource).Namespace(s.Namespace).Create(ctx, s.userObject(u), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil, "", conflict("user %q exists", name)
@@ -78,7 +54,7 @@ func (s *Store) CreateUser(ctx context.Context, name string, admin bool, passwor
 		return nil, "", fmt.Errorf("creating user %s: %w", name, err)
 	}
 	u = userFrom(o)
-	tok, err := s.provisionUser(ctx, name)
+	tok, err := s.provisionUser(ctx, name, firstToken)
 	if err != nil {
 		if derr := s.DeleteUser(ctx, name); derr != nil {
 			return nil, "", fmt.Errorf("creating user %s: %w; removing what was made failed too (run DELETE /api/v1/users/%s): %v", name, err, name, derr)
@@ -88,13 +64,46 @@ func (s *Store) CreateUser(ctx context.Context, name string, admin bool, passwor
 	return u, tok, nil
 }
 
-func (s *Store) provisionUser(ctx context.Context, name string) (string, error) {
+// OIDCUser returns the account of an OpenID Connect identity (subject "<issuer> <sub>") named name:
+// made on first login when signUp allows (with its ServiceAccount and personal namespace, no
+// token), refused when the name belongs to another identity or a built-in account. With syncAdmin,
+// the account's admin flag follows admin (the provider's groups) at every login.
+func (s *Store) OIDCUser(ctx context.Context, name, subject string, admin, syncAdmin, signUp bool) (*User, error) {
+	u, err := s.getUserLive(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		if !signUp {
+			return nil, forbidden("no account %q, and sign-up through the provider is off: ask an admin", name)
+		}
+		if ns, err := s.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil && ns.Labels[LabelPersonal] != name {
+			return nil, conflict("a namespace named %q exists: ask an admin", name)
+		}
+		u, _, err = s.createUser(ctx, &User{Name: name, Admin: syncAdmin && admin, Subject: subject}, false)
+		if errors.Is(err, ErrConflict) { // another replica made it just now
+			return s.OIDCUser(ctx, name, subject, admin, syncAdmin, false)
+		}
+		return u, err
+	} else if err != nil {
+		return nil, err
+	}
+	if u.Subject != subject {
+		return nil, conflict("the account %q exists and belongs to another identity", name)
+	}
+	if syncAdmin && u.Admin != admin {
+		return s.updateUser(ctx, name, func(u *User) bool { u.Admin = admin; return true })
+	}
+	return u, nil
+}
+
+func (s *Store) provisionUser(ctx context.Context, name string, firstToken bool) (string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: SAName(name), Namespace: s.Namespace, Labels: map[string]string{LabelUser: name}}}
 	if _, err := s.Kube.CoreV1().ServiceAccounts(s.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("creating its ServiceAccount: %w", err)
 	}
 	if _, err := s.ensureNamespace(ctx, name, name, true); err != nil {
 		return "", fmt.Errorf("creating its personal namespace: %w", err)
+	}
+	if !firstToken {
+		return "", nil
 	}
 	_, tok, err := s.CreateToken(ctx, name, "initial", 0)
 	if err != nil {
