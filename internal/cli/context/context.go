@@ -28,6 +28,10 @@ type Options struct {
 	Builder   string
 	Token     string
 	CACert    string // --ca-cert: the platform's CA (PEM file)
+	// Login without a token: --user (password asked on a terminal, or --password-stdin), --device.
+	User          string
+	PasswordStdin bool
+	Device        bool
 	// ArgHint is how the error for a missing name (no terminal) tells the user to give it.
 	ArgHint string
 }
@@ -45,16 +49,24 @@ context from your kubeconfig (KUBECONFIG, or ~/.kube/config), which becomes a de
 On a terminal, with no argument, it asks which context to use. Without a terminal the
 context name is required.
 
-A platform URL (https://...) logs in with an API token (--token, or DEVTOOL_TOKEN): devtool checks
-the platform's version and the token, and saves the context with the token, the user name, the
+A platform URL (https://...) logs in and saves the context with an API token, the user name, the
 platform's registry, builder and domain, and its CA (--ca-cert FILE or DEVTOOL_CA_CERT; on a
-terminal, devtool can show the CA's SHA-256 fingerprint and ask). This build has no browser login.
-For CI, DEVTOOL_URL and DEVTOOL_TOKEN (and DEVTOOL_NAMESPACE, DEVTOOL_CA_CERT) work with no saved
-context at all.
+terminal, devtool can show the CA's SHA-256 fingerprint and ask). Ways to log in:
+  - in a browser (the default on a terminal): the platform's sign-in page (password or single
+    sign-on) hands a token back to devtool on 127.0.0.1; the address is printed too;
+  - --user NAME: the password is asked without echo, or read with --password-stdin;
+  - --device: a code to enter on any device with a browser;
+  - --token (or DEVTOOL_TOKEN): an API token, for scripts; no browser is ever opened.
+With CI set or without a terminal nothing is asked and no browser opened: give a token or a
+password on stdin. For CI, DEVTOOL_URL and DEVTOOL_TOKEN (and DEVTOOL_NAMESPACE, DEVTOOL_CA_CERT)
+work with no saved context at all.
 
 Contexts are stored in ~/.devtool/context/config.json (DEVTOOL_HOME replaces ~).
 The kubeconfig is never modified.`,
 		Example: `  devtool context                      # choose interactively
+  devtool context https://platform.example             # log in in a browser
+  devtool context https://platform.example --user alice
+  printf %s "$PASSWORD" | devtool context https://platform.example --user alice --password-stdin
   devtool context https://platform.example --token dvt_... --ca-cert platform-ca.crt
   devtool context kind-dev --namespace web --builder tcp://127.0.0.1:1234
   devtool context use kind-dev`,
@@ -93,10 +105,14 @@ The kubeconfig is never modified.`,
 	return cmd
 }
 
-// addPlatformFlags registers --token and --ca-cert.
+// addPlatformFlags registers --token, --ca-cert and the login flags. There is no password flag: a
+// command line is seen by every process of the machine and kept in shell histories.
 func addPlatformFlags(cmd *cobra.Command, opts *Options) {
 	cmd.Flags().StringVarP(&opts.Token, "token", "t", "", "API token for a platform URL (default: $"+api.EnvToken+")")
 	cmd.Flags().StringVar(&opts.CACert, "ca-cert", "", "the platform's CA certificate, a PEM file (default: $"+api.EnvCACert+", else the saved one, else ask on a terminal)")
+	cmd.Flags().StringVarP(&opts.User, "user", "u", "", "log in to a platform URL with this user's password (asked without echo, or --password-stdin)")
+	cmd.Flags().BoolVar(&opts.PasswordStdin, "password-stdin", false, "read the password of --user from standard input (for scripts)")
+	cmd.Flags().BoolVar(&opts.Device, "device", false, "log in with a code entered on another device (RFC 8628), for shells without a browser")
 }
 
 func validateBuilder(b string) error {
@@ -108,9 +124,26 @@ func validateBuilder(b string) error {
 
 // run selects (or prompts for) a context and makes it current.
 func run(ctx context.Context, opts *Options) error {
-	if opts.Token != "" || opts.CACert != "" {
+	if opts.PasswordStdin && opts.User == "" {
+		return cmdutil.FlagErrorf("--password-stdin needs --user <name>")
+	}
+	logins := 0
+	for _, on := range []bool{opts.Token != "", opts.User != "", opts.Device} {
+		if on {
+			logins++
+		}
+	}
+	if logins > 1 {
+		return cmdutil.FlagErrorf("give one way to log in: --token, --user or --device")
+	}
+	if opts.Token != "" || opts.CACert != "" || opts.User != "" || opts.Device {
 		flag := "--token"
-		if opts.Token == "" {
+		switch {
+		case opts.User != "":
+			flag = "--user"
+		case opts.Device:
+			flag = "--device"
+		case opts.Token == "":
 			flag = "--ca-cert"
 		}
 		if opts.Name == "" {

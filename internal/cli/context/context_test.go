@@ -194,7 +194,7 @@ func TestBadInput(t *testing.T) {
 		want string
 		flag bool
 	}{
-		{[]string{"use", "https://platform.example"}, "needs an API token", false},
+		{[]string{"use", "https://platform.example"}, "needs a token: there is no terminal", false},
 		{[]string{"http://platform.example", "--token", "abc"}, "must start with https://", true},
 		{[]string{"--token", "abc"}, "--token needs the platform URL", true},
 		{[]string{"kube-a", "--ca-cert", "x"}, "--ca-cert is for platform URLs", true},

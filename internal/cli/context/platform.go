@@ -15,11 +15,17 @@ import (
 	"github.com/devtool/devtool/internal/platform/client"
 )
 
-// loginPlatform logs in to the platform at opts.Name with an API token and saves the context:
-// GET /api/v1/info once (versions, registry, builder, domain), GET /api/v1/me to check the token.
-// The platform's CA comes from --ca-cert, DEVTOOL_CA_CERT or the saved context; without one, the
-// system's roots are tried, and a certificate they do not trust is shown (SHA-256 of its CA) for the
-// user to confirm on a terminal. There is no browser login in this build: a token is required.
+// loginPlatform logs in to the platform at opts.Name and saves the context: GET /api/v1/info once
+// (versions, login methods, registry, builder, domain), a login when no token is given, then GET
+// /api/v1/me to check the token. The platform's CA comes from --ca-cert, DEVTOOL_CA_CERT or the saved
+// context; without one, the system's roots are tried, and a certificate they do not trust is shown
+// (SHA-256 of its CA) for the user to confirm on a terminal.
+//
+// The token: --token or DEVTOOL_TOKEN (never a browser then); --user with a password (asked without
+// echo on a terminal, or read from --password-stdin); --device (RFC 8628: a code to enter on any
+// device); else the saved context's token when it is selected again; else, on a terminal, the
+// browser login (authorization code with PKCE and a loopback redirect). Without a terminal, or with
+// CI set, no browser is tried and no question asked: exit 4 saying what to do instead.
 func loginPlatform(ctx context.Context, opts *Options) error {
 	url, err := client.NormalizeURL(opts.Name)
 	if err != nil {
@@ -35,16 +41,9 @@ func loginPlatform(ctx context.Context, opts *Options) error {
 	}
 	saved := cfg.Contexts[url]
 	token := firstNonEmpty(opts.Token, opts.Getenv(api.EnvToken))
-	if token == "" {
-		if saved != nil && saved.IsDevtool && saved.Token != "" {
-			token = saved.Token // selecting a saved platform context checks it again
-		} else {
-			return &errs.AuthError{
-				Err: fmt.Errorf("logging in to %s needs an API token: this build of devtool has no browser or device login", url),
-				Hint: fmt.Sprintf("run 'devtool context use %s --token <token>' (or set %s); an administrator creates your account and first token",
-					url, api.EnvToken),
-			}
-		}
+	interactive := opts.User != "" || opts.Device
+	if token == "" && !interactive && saved != nil && saved.IsDevtool && saved.Token != "" {
+		token = saved.Token // selecting a saved platform context checks it again
 	}
 	var ca []byte
 	switch {
@@ -59,6 +58,12 @@ func loginPlatform(ctx context.Context, opts *Options) error {
 	case saved != nil && saved.Certificate != "":
 		ca = []byte(saved.Certificate)
 	}
+	if token == "" && !interactive {
+		// Before anything is fetched: no terminal or CI means no browser, whatever the platform offers.
+		if err := canBrowse(opts, url); err != nil {
+			return err
+		}
+	}
 
 	pc, info, ca, err := fetchInfo(ctx, opts, url, token, ca)
 	if err != nil {
@@ -67,6 +72,15 @@ func loginPlatform(ctx context.Context, opts *Options) error {
 	defer pc.Close()
 	if err := client.CheckVersions(info, buildinfo.Get().Version, url); err != nil {
 		return err
+	}
+	if token == "" {
+		if token, err = login(ctx, opts, pc, info, url); err != nil {
+			return err
+		}
+		pc.Close()
+		if pc, err = client.New(client.Options{URL: url, Token: token, CA: ca, UserAgent: "devtool/" + buildinfo.Get().Version}); err != nil {
+			return err
+		}
 	}
 	me, err := pc.Me(ctx)
 	if err != nil {

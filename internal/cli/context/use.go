@@ -20,9 +20,12 @@ func NewUseCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *
 is used, with the kubeconfig's namespace for it. The kubeconfig itself is never modified.
 
 With no argument it asks which context to use (on a terminal only).
-A platform URL (https://...) logs in with an API token (--token or DEVTOOL_TOKEN) and saves the
-context; see 'devtool context --help'.`,
+A platform URL (https://...) logs in (in a browser on a terminal; --user with a password; --device
+with a code; --token with an API token) and saves the context; see 'devtool context --help'.`,
 		Example: `  devtool context use kind-dev
+  devtool context use https://platform.example
+  devtool context use https://platform.example --user alice --password-stdin < password-file
+  devtool context use https://platform.example --device
   devtool context use https://platform.example --token dvt_... --ca-cert platform-ca.crt`,
 		Args: cobra.MaximumNArgs(1),
 		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
