@@ -46,6 +46,9 @@ type Deployer struct {
 	Shell        string // "bash" (default) or "sh"
 	Dependencies bool   // deploy dependencies even when already deployed
 	Volumes      bool   // destroy: also PVCs
+	// ReplayRecorded: DestroyAll runs the destroy commands of the environments deployed from other
+	// folders too, from the devtool.yml their state records (namespace delete).
+	ReplayRecorded bool
 	// AllowOutsideVolumes lets host volumes from outside the project folder be baked into images,
 	// and the Compose files and dependencies it loads name env files, build contexts, Dockerfiles
 	// and build secrets outside their project folder (--allow-outside-volumes).
@@ -510,7 +513,21 @@ func (d *Deployer) destroyNamed(ctx context.Context, n string, own bool) (*Destr
 		return nil, err
 	}
 	defer func() { _ = lock.Release(ctx) }()
-	if m := d.Env.Manifest; own && m != nil && !m.Inferred && len(m.Destroy) > 0 {
+	var m *manifest.Manifest
+	if own && d.Env != nil && d.Env.Manifest != nil {
+		m = d.Env.Manifest
+	} else if d.ReplayRecorded {
+		rm, cleanup, err := recordedManifest(ctx, d, n)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		if rm != nil {
+			d.Progress(fmt.Sprintf("Environment %s: running the destroy commands of the devtool.yml it was deployed with (%s), in an empty folder", n, rm.File))
+			m = rm
+		}
+	}
+	if m != nil && !m.Inferred && len(m.Destroy) > 0 {
 		branch, commit := deploy.GitInfo(ctx, m.Dir)
 		images, problems := PlannedImages(ctx, m, t.Registry, t.Namespace, n)
 		for _, p := range problems {

@@ -46,9 +46,11 @@ it gets the platform's default quota and limits. Creating a namespace you alread
 	case "delete":
 		short = "Delete a namespace, destroying its environments first (platform only)"
 		long = `Delete a namespace you own. First every environment deployed in it is destroyed with your own
-credentials, as 'devtool destroy --all -n <name>' would (the destroy commands of the devtool.yml of
-the current folder run for its environment, their output shown); then the platform deletes the
-namespace. When it was the context's namespace, the context falls back to your personal one.`
+credentials: the destroy commands of its devtool.yml run, their output shown — for the environment
+of the current folder from its files, for every other one from the devtool.yml recorded at its
+last deploy (in an empty temporary folder, since its project is not here) — and then what it
+deployed is removed. Then the platform deletes the namespace. When it was the context's namespace,
+the context falls back to your personal one.`
 	case "list":
 		use, nargs = "list", 0
 		short = "List your namespaces; the current one is marked with * (platform only)"
@@ -247,9 +249,10 @@ func runDelete(ctx context.Context, opts *PlatformOptions, sel *contexts.Selecti
 	}
 	d := &environment.Deployer{
 		Env: env, Target: target, Environ: opts.Environ, Logger: opts.Logger, Getenv: opts.Getenv,
-		Out:      opts.IO.ErrOut,
-		Progress: func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },
-		Warn:     func(s string) { fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", s) },
+		ReplayRecorded: true,
+		Out:            opts.IO.ErrOut,
+		Progress:       func(s string) { fmt.Fprintln(opts.IO.ErrOut, s) },
+		Warn:           func(s string) { fmt.Fprintf(opts.IO.ErrOut, "Warning: %s\n", s) },
 	}
 	names, err := d.DestroyAll(ctx)
 	for _, n := range names {
