@@ -176,15 +176,27 @@ func TestPlatformCLI(t *testing.T) {
 		t.Errorf("CI namespace list:\n%s", out)
 	}
 
-	// delete runs the destroy of what is deployed there (a devtool.yml's destroy command, its output seen).
+	// delete runs the destroy of every environment deployed there, their output seen: the current
+	// folder's from its devtool.yml, another folder's from the devtool.yml its state recorded.
+	elsewhere := t.TempDir()
+	if err := os.WriteFile(filepath.Join(elsewhere, "devtool.yml"), []byte("name: marker\ndeploy:\n  commands:\n    - name: hello\n      command: echo deployed-$DEVTOOL_NAMESPACE\ndestroy:\n  - name: bye\n    command: echo destroyed-$DEVTOOL_NAME-in-$DEVTOOL_NAMESPACE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alice.dir = elsewhere
+	alice.mustRun("deploy")
 	alice.dir = t.TempDir()
-	if err := os.WriteFile(filepath.Join(alice.dir, "devtool.yml"), []byte("name: marker\ndeploy:\n  commands:\n    - name: hello\n      command: echo deployed-$DEVTOOL_NAMESPACE\ndestroy:\n  - name: bye\n    command: echo destroyed-$DEVTOOL_NAMESPACE\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(alice.dir, "devtool.yml"), []byte("name: here\ndeploy:\n  commands:\n    - echo deployed\ndestroy:\n  - echo destroyed-$DEVTOOL_NAME-in-$DEVTOOL_NAMESPACE\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	alice.mustRun("deploy")
+	if err := os.RemoveAll(elsewhere); err != nil { // the other project is not on this machine any more
+		t.Fatal(err)
+	}
 	_, errOut = alice.mustRun("namespace", "delete", shop)
-	if !strings.Contains(errOut, "destroyed-"+shop) || !strings.Contains(errOut, "Namespace "+shop+" is being deleted") {
-		t.Errorf("namespace delete output:\n%s", errOut)
+	for _, want := range []string{"destroyed-marker-in-" + shop, "destroyed-here-in-" + shop, "Namespace " + shop + " is being deleted"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("namespace delete output has no %q:\n%s", want, errOut)
+		}
 	}
 
 	// A revoked token: refused at once, exit 4.

@@ -122,3 +122,12 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 	_, err := c.do(ctx, http.MethodDelete, route("tokens", id), nil, nil)
 	return err
 }
+
+// Users lists every user (admin only).
+func (c *Client) Users(ctx context.Context) ([]api.User, error) {
+	var out api.UserList
+	if _, err := c.do(ctx, http.MethodGet, api.Prefix+"/users", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
