@@ -45,7 +45,7 @@ type platform struct {
 
 func connectPlatform(t *testing.T, c *testcluster.Cluster) *platform {
 	t.Helper()
-	state := filepath.Dir(testcluster.LocalKubeconfig())
+	state := platformDir()
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join(state, name))
 		if err != nil {
@@ -58,7 +58,7 @@ func connectPlatform(t *testing.T, c *testcluster.Cluster) *platform {
 		root := filepath.Join(filepath.Dir(here), "..", "..", "..")
 		cmd := exec.Command("make", "--no-print-directory", "platform-up")
 		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "PLATFORM_NAMESPACE="+platformNS(), "PLATFORM_OUT_DIR="+state)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("make platform-up: %v\n%s", err, out)
@@ -219,7 +219,7 @@ func TestPlatformOnCluster(t *testing.T) {
 			t.Fatalf("alice creates a ConfigMap in %s: %v", ns, err)
 		}
 	}
-	for _, ns := range []string{bob, store.DefaultNamespace, "default"} {
+	for _, ns := range []string{bob, platformNS(), "default"} {
 		if _, err := ak.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("alice creates a ConfigMap in %s: %v, want Forbidden", ns, err)
 		}
@@ -294,6 +294,23 @@ func TestPlatformOnCluster(t *testing.T) {
 	})
 }
 
+// platformDir is where the platform's files are (DEVTOOL_TEST_PLATFORM_DIR, default the local
+// cluster's state folder); platformNS its namespace (DEVTOOL_TEST_PLATFORM_NAMESPACE, default
+// devtool-system): a branch tests its own instance beside the shared one.
+func platformDir() string {
+	if d := os.Getenv("DEVTOOL_TEST_PLATFORM_DIR"); d != "" {
+		return d
+	}
+	return filepath.Dir(testcluster.LocalKubeconfig())
+}
+
+func platformNS() string {
+	if ns := os.Getenv("DEVTOOL_TEST_PLATFORM_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return store.DefaultNamespace
+}
+
 // podURL is a URL whose host name matches the serving certificate; platformPods' clients dial a
 // pod's own address whatever the URL says.
 func (p *platform) podURL() string { return "https://devtool.localhost" }
@@ -302,11 +319,11 @@ func (p *platform) podURL() string { return "https://devtool.localhost" }
 // cluster's pod bridge) directly.
 func platformPods(t *testing.T, c *testcluster.Cluster) []*http.Client {
 	t.Helper()
-	p, err := c.Clientset.CoreV1().Pods(store.DefaultNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + install.Name})
+	p, err := c.Clientset.CoreV1().Pods(platformNS()).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + install.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := os.ReadFile(filepath.Join(filepath.Dir(testcluster.LocalKubeconfig()), "platform-ca.crt"))
+	ca, err := os.ReadFile(filepath.Join(platformDir(), "platform-ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,7 @@ type Server struct {
 	accounts                  *limiters
 	loginAddrs, loginAccounts *limiters
 	oidc                      oidcCache
+	routes                    []string
 }
 
 // New makes the server; Handler serves it.
@@ -83,6 +84,7 @@ func New(o Options) *Server {
 		loginAddrs: newLimiters(o.LoginAddrRate, o.LoginAddrBurst, o.Now), loginAccounts: newLimiters(o.LoginAccountRate, o.LoginAccountBurst, o.Now)}
 	p := api.Prefix
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.routes = append(s.routes, "GET "+p+"/info", "POST "+p+"/login", "POST "+api.TokenPath, "POST "+api.DeviceAuthPath)
 	s.mux.HandleFunc("GET "+p+"/info", s.info)
 	s.handle("GET "+p+"/me", s.me)
 	s.mux.HandleFunc("POST "+p+"/login", s.login)
@@ -179,8 +181,12 @@ type caller struct {
 
 type handler func(w http.ResponseWriter, r *http.Request, c caller)
 
+// Routes lists the API's method and path patterns (for tests that must cover every route).
+func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
+
 // handle registers an authenticated route.
 func (s *Server) handle(pattern string, h handler) {
+	s.routes = append(s.routes, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
 		bearer, ok := strings.CutPrefix(auth, "Bearer ")
