@@ -47,13 +47,13 @@ func findPlatform(t *testing.T) platformFiles {
 
 // platformUser is one platform user's machine: its own home and kubeconfig, no admin credentials.
 type platformUser struct {
-	t          *testing.T
+	t          testing.TB
 	home, dir  string
 	kubeconfig string
 	env        []string
 }
 
-func newPlatformUser(t *testing.T) *platformUser {
+func newPlatformUser(t testing.TB) *platformUser {
 	home := t.TempDir()
 	return &platformUser{t: t, home: home, dir: t.TempDir(), kubeconfig: filepath.Join(home, ".kube", "config")}
 }

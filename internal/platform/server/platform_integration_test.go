@@ -36,14 +36,14 @@ import (
 // into the cluster's state folder ($DEVTOOL_CLUSTER_STATE, default /tmp/devtool-cluster):
 // platform-url, platform-ca.crt and platform-admin-token.
 type platform struct {
-	t      *testing.T
+	t      testing.TB
 	url    string
 	ca     []byte
 	admin  string
 	client *http.Client
 }
 
-func connectPlatform(t *testing.T, c *testcluster.Cluster) *platform {
+func connectPlatform(t testing.TB, c *testcluster.Cluster) *platform {
 	t.Helper()
 	state := platformDir()
 	read := func(name string) string {
@@ -86,7 +86,7 @@ func (p *platform) do(base, method, path, token string, body any) reply {
 	return doWith(p.t, p.client, base, method, path, token, body)
 }
 
-func doWith(t *testing.T, c *http.Client, base, method, path, token string, body any) reply {
+func doWith(t testing.TB, c *http.Client, base, method, path, token string, body any) reply {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -119,7 +119,7 @@ func (p *platform) want(r reply, status int, what string) reply {
 // eventually repeats f until it returns "" or the deadline passes (the platform's reads come from
 // informers and a removed ServiceAccount's tokens are refused once the API server sees the removal:
 // neither has an event this test could wait for).
-func eventually(t *testing.T, within time.Duration, f func() string) {
+func eventually(t testing.TB, within time.Duration, f func() string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
