@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/devtool/devtool/internal/buildinfo"
 	"github.com/devtool/devtool/internal/errs"
 	"github.com/devtool/devtool/internal/kube"
 	"github.com/devtool/devtool/internal/platform/api"
@@ -324,6 +325,10 @@ func (r *Resolver) platformConfig(sel *Selection) (*rest.Config, error) {
 		defer pc.Close()
 		info, err := pc.Info(ctx)
 		if err != nil {
+			return nil, err
+		}
+		// No saved context ever checked this platform: check the versions here, once per command.
+		if err := client.CheckVersions(info, buildinfo.Get().Version, c.Name); err != nil {
 			return nil, err
 		}
 		cp := *c
