@@ -42,8 +42,9 @@ func loginPlatform(ctx context.Context, opts *Options) error {
 	saved := cfg.Contexts[url]
 	token := firstNonEmpty(opts.Token, opts.Getenv(api.EnvToken))
 	interactive := opts.User != "" || opts.Device
+	fromSaved := false
 	if token == "" && !interactive && saved != nil && saved.IsDevtool && saved.Token != "" {
-		token = saved.Token // selecting a saved platform context checks it again
+		token, fromSaved = saved.Token, true // selecting a saved platform context checks it again
 	}
 	var ca []byte
 	switch {
@@ -83,6 +84,18 @@ func loginPlatform(ctx context.Context, opts *Options) error {
 		}
 	}
 	me, err := pc.Me(ctx)
+	if err != nil && fromSaved && client.IsUnauthorized(err) && canBrowse(opts, url) == nil {
+		// The saved token was revoked or expired: log in again, as with no saved context.
+		fmt.Fprintf(opts.IO.ErrOut, "The saved token for %s is no longer valid: logging in again.\n", url)
+		if token, err = login(ctx, opts, pc, info, url); err != nil {
+			return err
+		}
+		pc.Close()
+		if pc, err = client.New(client.Options{URL: url, Token: token, CA: ca, UserAgent: "devtool/" + buildinfo.Get().Version}); err != nil {
+			return err
+		}
+		me, err = pc.Me(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("checking the token: %w", err)
 	}
