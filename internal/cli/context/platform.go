@@ -70,7 +70,7 @@ func loginPlatform(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	defer pc.Close()
+	defer func() { pc.Close() }() // the client in use at the end (a login replaces it)
 	if err := client.CheckVersions(info, buildinfo.Get().Version, url); err != nil {
 		return err
 	}
