@@ -196,10 +196,11 @@ func TestPlatformLogins(t *testing.T) {
 
 	// A password from a pipe; a wrong one is exit 4; no password flag exists.
 	u := newPlatformUser(t)
+	home := u.home
 	run := func(stdin string, env []string, args ...string) (string, error) {
 		cmd := exec.Command(devtoolBin, args...)
 		cmd.Dir = u.dir
-		cmd.Env = append([]string{"HOME=" + u.home, "DEVTOOL_HOME=" + u.home, "PATH=" + os.Getenv("PATH"), "NO_COLOR=1", "BROWSER=/bin/false"}, env...)
+		cmd.Env = append([]string{"HOME=" + home, "DEVTOOL_HOME=" + home, "PATH=" + os.Getenv("PATH"), "NO_COLOR=1", "BROWSER=/bin/false"}, env...)
 		cmd.Stdin = strings.NewReader(stdin)
 		out, err := cmd.CombinedOutput()
 		t.Logf("$ devtool %s\n%s", strings.Join(args, " "), out)
@@ -216,7 +217,9 @@ func TestPlatformLogins(t *testing.T) {
 	if out, err = run("", nil, "context", "use", p.url, "--user", alice, "--password", password); exitCode(err) != 2 {
 		t.Errorf("--password exists? exit %d\n%s", exitCode(err), out)
 	}
-	// Without a terminal, or with CI set, nothing is asked and no browser opened: exit 4 with the ways out.
+	// Without a terminal, or with CI set, nothing is asked and no browser opened: exit 4 with the ways
+	// out (on a machine with no saved context: a saved one would be checked again instead).
+	home = t.TempDir()
 	for _, env := range [][]string{nil, {"CI=true"}} {
 		out, err = run("", env, "context", "use", p.url, "--ca-cert", p.caFile)
 		if exitCode(err) != errs.ExitAuth || !strings.Contains(out, "--password-stdin") || !strings.Contains(out, api.EnvToken) {
@@ -227,6 +230,7 @@ func TestPlatformLogins(t *testing.T) {
 			t.Errorf("--user without a terminal, env %v: exit %d\n%s", env, exitCode(err), out)
 		}
 	}
+	home = u.home
 
 	// The browser login: the CLI on a terminal prints the address (BROWSER=none: no browser of its
 	// own); Chromium signs in on the platform's page and allows; the CLI saves the context.
