@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -20,9 +21,28 @@ import (
 
 // PasswordLogin exchanges a user name and password for a new API token (POST /api/v1/login). A
 // refusal is an errs.AuthError (exit 4) naming no reason: the platform gives none.
+//
+// A 429 (the platform checks too many logins at once: each is a deliberately slow hash) is tried
+// again after its Retry-After (at most 10 s), up to 3 times in all.
 func (c *Client) PasswordLogin(ctx context.Context, user, password, tokenName string) (*api.Token, error) {
 	var out api.Token
-	_, err := c.do(ctx, http.MethodPost, api.Prefix+"/login", api.LoginRequest{User: user, Password: password, TokenName: tokenName}, &out)
+	var err error
+	for attempt := 1; ; attempt++ {
+		_, err = c.do(ctx, http.MethodPost, api.Prefix+"/login", api.LoginRequest{User: user, Password: password, TokenName: tokenName}, &out)
+		var ae *APIError
+		if attempt >= 3 || !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests {
+			break
+		}
+		wait := 2 * time.Second
+		if n, perr := strconv.Atoi(ae.RetryAfter); perr == nil && n > 0 {
+			wait = min(time.Duration(n)*time.Second, 10*time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 	if err != nil {
 		var ae *errs.AuthError
 		if errors.As(err, &ae) {
