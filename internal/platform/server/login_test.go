@@ -191,7 +191,8 @@ type browser struct {
 
 func newBrowser(t *testing.T, ts *httptest.Server) *browser {
 	jar, _ := cookiejar.New(nil)
-	hc := ts.Client()
+	shared := *ts.Client() // a browser of its own: the server's client is shared
+	hc := &shared
 	hc.Jar = jar
 	base, _ := url.Parse(ts.URL)
 	hc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
