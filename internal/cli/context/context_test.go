@@ -204,6 +204,12 @@ func TestBadInput(t *testing.T) {
 		{[]string{"kube-a", "--builder", "ftp://x"}, "--builder", true},
 		{[]string{"delete"}, "give the name", true},
 		{[]string{"use", "a", "b"}, "accepts at most 1 arg", false},
+		{[]string{"use", "https://platform.example", "--password-stdin"}, "--password-stdin needs --user", true},
+		{[]string{"use", "https://platform.example", "--user", "a", "--token", "t"}, "one way to log in", true},
+		{[]string{"use", "https://platform.example", "--device", "--token", "t"}, "one way to log in", true},
+		{[]string{"use", "kube-a", "--user", "a"}, "--user is for platform URLs", true},
+		{[]string{"use", "kube-a", "--device"}, "--device is for platform URLs", true},
+		{[]string{"use", "https://platform.example", "--password", "x"}, "unknown flag: --password", true},
 	}
 	for _, tc := range cases {
 		err := h.run(t, tc.args...)
