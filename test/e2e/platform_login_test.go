@@ -232,6 +232,17 @@ func TestPlatformLogins(t *testing.T) {
 	}
 	home = u.home
 
+	// On a terminal, --user asks the password without echoing it.
+	tu := newPlatformUser(t)
+	tr := tu.startOnPTY("context", "use", p.url, "--ca-cert", p.caFile, "--user", alice)
+	tr.waitFor(t, regexp.MustCompile(`(Password of \S+ at \S+: )`), time.Minute)
+	if _, err := tr.tty.Write([]byte(password + "\r")); err != nil {
+		t.Fatal(err)
+	}
+	if err, out := tr.wait(t, time.Minute); err != nil || !strings.Contains(out, "as "+alice) || strings.Contains(out, password) {
+		t.Fatalf("password asked on a terminal: %v (the password must not be echoed)\n%s", err, out)
+	}
+
 	// The browser login: the CLI on a terminal prints the address (BROWSER=none: no browser of its
 	// own); Chromium signs in on the platform's page and allows; the CLI saves the context.
 	tab := headless(t, p.caFile)
