@@ -8,18 +8,20 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
@@ -36,7 +38,7 @@ import (
 func newTLSTestServer(t *testing.T) (*httptest.Server, *store.Store, string, []byte) {
 	t.Helper()
 	kc := kfake.NewClientset()
-	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(), map[schema.GroupVersionResource]string{
 		store.UserResource: "UserList", store.TokenResource: "AccessTokenList",
 	})
 	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
@@ -453,3 +455,66 @@ func s256(verifier string) string {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// TestBrowserLoginStopsItsListener: Ctrl-C (ctx) while waiting for the browser, a refused login and a
+// forged answer (wrong state) all leave no listener and no goroutine behind.
+func TestBrowserLoginStopsItsListener(t *testing.T) {
+	ts, _, _, ca := newTLSTestServer(t)
+	pc, err := client.New(client.Options{URL: ts.URL, CA: ca})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	before := runtime.NumGoroutine()
+	var redirect string
+	open := func(cancel func(), answer func(u *url.URL)) func(string) {
+		return func(authURL string) {
+			u, _ := url.Parse(authURL)
+			redirect = u.Query().Get("redirect_uri")
+			go func() {
+				if answer != nil {
+					answer(u)
+				}
+				if cancel != nil {
+					cancel()
+				}
+			}()
+		}
+	}
+	get := func(u string) int {
+		resp, err := http.Get(u)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// 1. interrupted
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := pc.BrowserLogin(ctx, open(cancel, nil)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted: %v", err)
+	}
+	if _, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(redirect, "/callback"), "http://")); err == nil {
+		t.Fatal("the loopback listener is still open after Ctrl-C")
+	}
+	// 2. a forged answer is ignored (400), then the refusal ends the login with exit 4
+	_, err = pc.BrowserLogin(context.Background(), open(nil, func(u *url.URL) {
+		if s := get(redirect + "?state=forged&code=x"); s != 400 {
+			t.Errorf("forged state: %d", s)
+		}
+		if s := get(redirect + "?state=" + url.QueryEscape(u.Query().Get("state")) + "&error=access_denied"); s != 200 {
+			t.Errorf("refusal: %d", s)
+		}
+	}))
+	if errs.ExitCode(err) != errs.ExitAuth || !strings.Contains(err.Error(), "access_denied") {
+		t.Fatalf("refused login: %v", err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after, %d before", n, before)
+	}
+}
