@@ -31,7 +31,9 @@ down)
     # only the namespaces this instance made (another instance's users keep theirs)
     for ns in $(kubectl get namespace -l devtool.dev/managed=true -o name); do
       owner=$(kubectl get "$ns" -o jsonpath='{.metadata.annotations.devtool\.dev/platform}')
-      [ "$owner" = "$NS" ] || [ -z "$owner" -a "$NS" = devtool-system ] && kubectl delete "$ns" --ignore-not-found --wait=false >/dev/null
+      if [ "$owner" = "$NS" ] || { [ -z "$owner" ] && [ "$NS" = devtool-system ]; }; then
+        kubectl delete "$ns" --ignore-not-found --wait=false >/dev/null
+      fi
     done
     kubectl delete namespace "$NS" --ignore-not-found >/dev/null
   fi
