@@ -27,7 +27,13 @@ up)
 down)
   make --no-print-directory build
   if kubectl get namespace "$NS" >/dev/null 2>&1; then
-    bin/devtool destroy --file deploy/platform/devtool.yml --namespace "$NS"
+    if [ "$NS" = devtool-system ]; then
+      bin/devtool destroy --file deploy/platform/devtool.yml --namespace "$NS"
+    else
+      # A second instance shares the CRDs and the membership ClusterRoles with the first: destroying
+      # what its deploy labelled would delete them (and every User of the first). Only its own go.
+      kubectl delete clusterrolebinding,clusterrole "devtool-platform-$NS" --ignore-not-found >/dev/null
+    fi
     # only the namespaces this instance made (another instance's users keep theirs)
     for ns in $(kubectl get namespace -l devtool.dev/managed=true -o name); do
       owner=$(kubectl get "$ns" -o jsonpath='{.metadata.annotations.devtool\.dev/platform}')
