@@ -31,6 +31,10 @@ func (s *Server) checkPassword(ctx context.Context, r *http.Request, user, passw
 		var le *store.LoginError
 		if errors.As(err, &le) {
 			s.o.Log.Info("login refused", "user", user, "remote", clientAddr(r), "reason", le.Reason)
+			if le.LockedNow {
+				s.audit(r, caller{user: &store.User{Name: "(anonymous)"}}, store.Audit{Action: "lock", Kind: "User", Name: user,
+					Detail: le.Reason + ", from " + clientAddr(r)})
+			}
 		}
 		return nil, err
 	}

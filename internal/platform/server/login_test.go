@@ -120,6 +120,17 @@ func TestPasswordLoginAndLockout(t *testing.T) {
 	if a := postJSON(t, ts, p+"/login", "", api.LoginRequest{User: "alice", Password: "correct horse"}); a.status != 401 || string(a.body) != string(first) {
 		t.Fatalf("right password while locked: %d %s", a.status, a.body)
 	}
+	// The lock (not each failure) is an audit record.
+	evs, _ := st.Kube.CoreV1().Events(st.Namespace).List(context.Background(), metav1.ListOptions{})
+	locks := 0
+	for _, e := range evs.Items {
+		if e.Reason == "PlatformLock" && e.InvolvedObject.Name == "alice" && strings.Contains(e.Message, "locked until") {
+			locks++
+		}
+	}
+	if locks != 1 {
+		t.Errorf("%d lock events, want 1", locks)
+	}
 	// An admin sees the lock and unlocks; the right password works again and resets the count.
 	var users api.UserList
 	_ = json.Unmarshal(call(t, ts, "GET", p+"/users", admin, nil).body, &users)

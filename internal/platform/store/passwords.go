@@ -56,7 +56,12 @@ var (
 
 // LoginError is a refused login with the reason kept for the server's log (never for the caller:
 // errors.Is(err, ErrBadLogin) holds for every one).
-type LoginError struct{ Reason string }
+type LoginError struct {
+	Reason string
+	// LockedNow: this failure locked the account (worth an audit record; the failures before it
+	// are counted on the User only).
+	LockedNow bool
+}
 
 func (e *LoginError) Error() string        { return ErrBadLogin.Error() + " (" + e.Reason + ")" }
 func (e *LoginError) Is(target error) bool { return target == ErrBadLogin }
@@ -277,7 +282,7 @@ func (s *Store) CheckPassword(ctx context.Context, name, password string) (*User
 			return nil, fmt.Errorf("recording a failed login of %s: %w", name, err)
 		}
 		if !locked.IsZero() {
-			return nil, &LoginError{Reason: "wrong password; account locked until " + locked.Format(time.RFC3339)}
+			return nil, &LoginError{Reason: "wrong password; account locked until " + locked.Format(time.RFC3339), LockedNow: true}
 		}
 		return nil, &LoginError{Reason: "wrong password"}
 	}
