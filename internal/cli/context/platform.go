@@ -78,8 +78,7 @@ func loginPlatform(ctx context.Context, opts *Options) error {
 		if token, err = login(ctx, opts, pc, info, url); err != nil {
 			return err
 		}
-		pc.Close()
-		if pc, err = client.New(client.Options{URL: url, Token: token, CA: ca, UserAgent: "devtool/" + buildinfo.Get().Version}); err != nil {
+		if pc, err = withToken(pc, url, token, ca); err != nil {
 			return err
 		}
 	}
@@ -90,8 +89,7 @@ func loginPlatform(ctx context.Context, opts *Options) error {
 		if token, err = login(ctx, opts, pc, info, url); err != nil {
 			return err
 		}
-		pc.Close()
-		if pc, err = client.New(client.Options{URL: url, Token: token, CA: ca, UserAgent: "devtool/" + buildinfo.Get().Version}); err != nil {
+		if pc, err = withToken(pc, url, token, ca); err != nil {
 			return err
 		}
 		me, err = pc.Me(ctx)
@@ -113,6 +111,16 @@ func loginPlatform(ctx context.Context, opts *Options) error {
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "Logged in to %s as %s; using namespace %s.\n", url, me.Name, c.Namespace)
 	return nil
+}
+
+// withToken replaces old (closed) by a client with token; on an error old is kept (and still open).
+func withToken(old *client.Client, url, token string, ca []byte) (*client.Client, error) {
+	pc, err := client.New(client.Options{URL: url, Token: token, CA: ca, UserAgent: "devtool/" + buildinfo.Get().Version})
+	if err != nil {
+		return old, err
+	}
+	old.Close()
+	return pc, nil
 }
 
 // fetchInfo calls GET /api/v1/info, settling trust in the platform's certificate on the way.
