@@ -39,10 +39,12 @@ func benchUser(b *testing.B, p platformFiles) (*platformUser, string, kubernetes
 	if err != nil {
 		b.Fatal(err)
 	}
+	c := testcluster.Connect(b)
 	b.Cleanup(func() {
 		ac, _ := client.New(client.Options{URL: p.url, Token: p.adminToken, CA: ca})
 		_ = ac.DeleteUser(context.Background(), name)
 		ac.Close()
+		_ = c.Clientset.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	u := newPlatformUser(b)
 	u.mustRun("context", "use", p.url, "--token", r.Token, "--ca-cert", p.caFile)

@@ -192,7 +192,14 @@ func TestPlatformLogins(t *testing.T) {
 	if _, err := admin.CreateUser(ctx, api.CreateUserRequest{Name: alice, Password: password}); err != nil {
 		t.Fatalf("creating %s: %v", alice, err)
 	}
-	t.Cleanup(func() { _ = admin.DeleteUser(context.Background(), alice) })
+	c := testcluster.Connect(t)
+	oidcUser := "sso-" + s
+	t.Cleanup(func() {
+		_ = admin.DeleteUser(context.Background(), alice)
+		for _, ns := range []string{alice, oidcUser} { // personal namespaces outlive their users
+			_ = c.Clientset.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		}
+	})
 
 	// A password from a pipe; a wrong one is exit 4; no password flag exists.
 	u := newPlatformUser(t)
@@ -288,8 +295,6 @@ func TestPlatformLogins(t *testing.T) {
 	// Single sign-on: an OpenID Connect provider (mockoidc, on the pod bridge so the platform's pods
 	// and the browser both reach it) configured through the platform's Secret; its user gets an
 	// account on first login, admin through its group.
-	c := testcluster.Connect(t)
-	oidcUser := "sso-" + s
 	issuer := startMockOIDC(t, c, oidcUser)
 	if issuer != "" {
 		t.Cleanup(func() { _ = admin.DeleteUser(context.Background(), oidcUser) })

@@ -42,7 +42,10 @@ func TestPlatformPasswordLockoutAcrossReplicas(t *testing.T) {
 	name := "lock-" + suffix()
 	const pw = "correct horse battery"
 	p.want(p.do(p.url, "POST", "/users", p.admin, api.CreateUserRequest{Name: name, Password: pw}), 201, "create user")
-	t.Cleanup(func() { p.do(p.url, "DELETE", "/users/"+name, p.admin, nil) })
+	t.Cleanup(func() {
+		p.do(p.url, "DELETE", "/users/"+name, p.admin, nil)
+		_ = c.Clientset.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	login := func(pod int, password string) reply {
 		return doWith(t, pods[pod], p.podURL(), "POST", "/login", "", api.LoginRequest{User: name, Password: password})
 	}
@@ -81,7 +84,10 @@ func TestPlatformLoginAcrossReplicas(t *testing.T) {
 	name := "xrep-" + suffix()
 	const pw = "correct horse battery"
 	p.want(p.do(p.url, "POST", "/users", p.admin, api.CreateUserRequest{Name: name, Password: pw}), 201, "create user")
-	t.Cleanup(func() { p.do(p.url, "DELETE", "/users/"+name, p.admin, nil) })
+	t.Cleanup(func() {
+		p.do(p.url, "DELETE", "/users/"+name, p.admin, nil)
+		_ = c.Clientset.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	jar, _ := cookiejar.New(nil)
 	for _, hc := range pods {
 		hc.Jar = jar
