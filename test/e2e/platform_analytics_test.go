@@ -127,7 +127,7 @@ func TestPlatformAnalytics(t *testing.T) {
 
 // platformNamespace is the namespace of the platform p points at (PLATFORM_NAMESPACE of its install):
 // the one whose Service has p's NodePort.
-func platformNamespace(t *testing.T, c *testcluster.Cluster, p platformFiles) string {
+func platformNamespace(t testing.TB, c *testcluster.Cluster, p platformFiles) string {
 	t.Helper()
 	port := p.url[strings.LastIndex(p.url, ":")+1:]
 	svcs, err := c.Clientset.CoreV1().Services("").List(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=devtool-platform"})

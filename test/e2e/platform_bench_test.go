@@ -106,7 +106,7 @@ func BenchmarkPlatformNamespaceCreate(b *testing.B) {
 		hand := "bk-" + randomSuffix()
 		start = time.Now()
 		for _, args := range [][]string{{"create", "namespace", hand},
-			{"create", "rolebinding", "devtool-member-" + name, "-n", hand, "--clusterrole", "devtool-owner", "--serviceaccount", platformNamespace() + ":u-" + name}} {
+			{"create", "rolebinding", "devtool-member-" + name, "-n", hand, "--clusterrole", "devtool-owner", "--serviceaccount", platformNamespace(b, c, p) + ":u-" + name}} {
 			cmd := exec.Command(kubectl, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				b.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -5,11 +5,9 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/pem"
 	"net"
 	"os"
@@ -32,21 +30,6 @@ import (
 	"github.com/devtool/devtool/internal/platform/client"
 	"github.com/devtool/devtool/internal/testcluster"
 )
-
-// platformNamespace is the namespace of the platform the tests use (DEVTOOL_TEST_PLATFORM_NAMESPACE,
-// default devtool-system): a second instance runs beside the shared one for a branch's own code.
-func platformNamespace() string {
-	if ns := os.Getenv("DEVTOOL_TEST_PLATFORM_NAMESPACE"); ns != "" {
-		return ns
-	}
-	return "devtool-system"
-}
-
-func randomSuffix() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // headless starts Debian's chromium (headless, no sandbox as root, no background networking) with
 // the platform's CA trusted by its key hash, and returns a tab; it is stopped at the test's end.
@@ -295,7 +278,7 @@ func TestPlatformLogins(t *testing.T) {
 	// Single sign-on: an OpenID Connect provider (mockoidc, on the pod bridge so the platform's pods
 	// and the browser both reach it) configured through the platform's Secret; its user gets an
 	// account on first login, admin through its group.
-	issuer := startMockOIDC(t, c, oidcUser)
+	issuer := startMockOIDC(t, c, platformNamespace(t, c, p), oidcUser)
 	if issuer != "" {
 		t.Cleanup(func() { _ = admin.DeleteUser(context.Background(), oidcUser) })
 		su := newPlatformUser(t)
@@ -375,15 +358,14 @@ func adminUsers(ctx context.Context, p platformFiles, ca []byte) ([]api.User, er
 
 // startMockOIDC runs mockoidc on the pod bridge (DEVTOOL_TEST_BRIDGE_IP, default the local
 // cluster's 10.244.91.1), queues one user of the group devtool-admins, and points the platform at it
-// through its OIDC Secret (removed again at the end). It returns "" (after logging why) when the
+// (in namespace ns) through its OIDC Secret (removed again at the end). It returns "" (after logging why) when the
 // platform already has a provider configured: a real configuration is never replaced.
-func startMockOIDC(t *testing.T, c *testcluster.Cluster, user string) string {
+func startMockOIDC(t *testing.T, c *testcluster.Cluster, ns, user string) string {
 	t.Helper()
 	ip := os.Getenv("DEVTOOL_TEST_BRIDGE_IP")
 	if ip == "" {
 		ip = "10.244.91.1"
 	}
-	ns := platformNamespace()
 	secs := c.Clientset.CoreV1().Secrets(ns)
 	if _, err := secs.Get(context.Background(), "devtool-platform-oidc", metav1.GetOptions{}); err == nil {
 		t.Logf("the platform in %s has an OIDC provider configured already: single sign-on not tested", ns)
