@@ -262,6 +262,8 @@ func TestPlatformRoutesWrongUser(t *testing.T) {
 		{"DELETE", "/users/" + alice, nil, 403},
 		{"PUT", "/users/" + alice + "/password", api.PasswordReset{Password: "taken over!"}, 403},
 		{"POST", "/users/" + alice + "/unlock", nil, 403},
+		{"GET", "/analytics", nil, 403},
+		{"PUT", "/analytics/settings", map[string]bool{"enabled": true}, 403},
 	}
 	for _, tc := range cases {
 		r := p.do(p.url, tc.method, tc.path, bobU.Token, tc.body)
@@ -269,7 +271,8 @@ func TestPlatformRoutesWrongUser(t *testing.T) {
 			t.Errorf("bob: %s %s: %d, want %d: %s", tc.method, tc.path, r.status, tc.want, r.body)
 		}
 	}
-	// Routes of the caller's own (me, tokens, kubetoken, password) never reach alice's.
+	// Routes of the caller's own (me, tokens, kubetoken, password, analytics events and the setting's
+	// reading) never reach alice's.
 	var toks api.TokenList
 	_ = json.Unmarshal(p.want(p.do(p.url, "GET", "/tokens", bobU.Token, nil), 200, "bob's tokens").body, &toks)
 	for _, tk := range toks.Items {
@@ -292,7 +295,7 @@ func TestPlatformRoutesWrongUser(t *testing.T) {
 	}
 	// A route list that grew without this table: every pattern the server registers is covered here
 	// or in TestPlatformOnCluster (checked by name, so a new route fails until it is added).
-	covered := regexp.MustCompile(`^(GET|POST|PUT|DELETE) /api/v1/(info|me|me/password|login|oauth/token|oauth/device|users|users/\{name\}|users/\{name\}/password|users/\{name\}/unlock|tokens|tokens/\{id\}|namespaces|namespaces/\{name\}|namespaces/\{name\}/members/\{user\}|kubetoken|secrets|secrets/values|secrets/\{name\})$`)
+	covered := regexp.MustCompile(`^(GET|POST|PUT|DELETE) /api/v1/(info|me|me/password|login|oauth/token|oauth/device|users|users/\{name\}|users/\{name\}/password|users/\{name\}/unlock|analytics|analytics/settings|tokens|tokens/\{id\}|namespaces|namespaces/\{name\}|namespaces/\{name\}/members/\{user\}|kubetoken|secrets|secrets/values|secrets/\{name\})$`)
 	for _, route := range apiRoutes(t) {
 		if !covered.MatchString(route) {
 			t.Errorf("route %s is not in the wrong-user table", route)
