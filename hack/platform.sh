@@ -32,7 +32,8 @@ down)
     else
       # A second instance shares the CRDs and the membership ClusterRoles with the first: destroying
       # what its deploy labelled would delete them (and every User of the first). Only its own go.
-      kubectl delete clusterrolebinding,clusterrole "devtool-platform-$NS" --ignore-not-found >/dev/null
+      kubectl delete clusterrolebinding,clusterrole "devtool-platform-$NS" "devtool-ingress-$NS" --ignore-not-found >/dev/null
+      kubectl delete ingressclass "devtool-$NS" --ignore-not-found >/dev/null
     fi
     # only the namespaces this instance made (another instance's users keep theirs)
     for ns in $(kubectl get namespace -l devtool.dev/managed=true -o name); do
