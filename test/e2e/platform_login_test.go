@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/creack/pty"
 	"github.com/oauth2-proxy/mockoidc"
@@ -33,7 +36,7 @@ import (
 
 // headless starts Debian's chromium (headless, no sandbox as root, no background networking) with
 // the platform's CA trusted by its key hash, and returns a tab; it is stopped at the test's end.
-func headless(t *testing.T, caFile string) context.Context {
+func headless(t *testing.T, caFile string) (context.Context, *netWatch) {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -67,9 +70,36 @@ func headless(t *testing.T, caFile string) context.Context {
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); acancel() })
-	tctx, tcancel := context.WithTimeout(ctx, 3*time.Minute)
+	tctx, tcancel := context.WithTimeout(ctx, 5*time.Minute)
 	t.Cleanup(tcancel)
-	return tctx
+	// Chromium aborts requests in flight when a pod's veth comes or goes (ingress_test.go's netWatch):
+	// such an attempt is made again.
+	nw := &netWatch{urls: map[network.RequestID]string{}}
+	if err := chromedp.Listen(tctx, func(ev any) {
+		nw.mu.Lock()
+		defer nw.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			if len(nw.urls) < 10000 {
+				nw.urls[e.RequestID] = e.Request.URL
+			}
+		case *network.EventLoadingFailed:
+			nw.failed = append(nw.failed, e.ErrorText)
+			nw.log = append(nw.log, fmt.Sprintf("failed %s: %s", nw.urls[e.RequestID], e.ErrorText))
+		case *page.EventFrameNavigated:
+			nw.log = append(nw.log, "navigated "+e.Frame.URL)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return tctx, nw
+}
+
+// step runs browser actions with a deadline of their own, so the tab outlives a failed attempt.
+func step(tab context.Context, actions ...chromedp.Action[chromedp.Void]) (string, error) {
+	ctx, cancel := context.WithTimeout(tab, 90*time.Second)
+	defer cancel()
+	return "", chromedp.Do(ctx, actions...)
 }
 
 // ptyRun starts the built CLI on a pseudo-terminal (stdin and stderr are a terminal, as a person's),
@@ -235,21 +265,20 @@ func TestPlatformLogins(t *testing.T) {
 
 	// The browser login: the CLI on a terminal prints the address (BROWSER=none: no browser of its
 	// own); Chromium signs in on the platform's page and allows; the CLI saves the context.
-	tab := headless(t, p.caFile)
+	tab, nw := headless(t, p.caFile)
 	bu := newPlatformUser(t)
 	r := bu.startOnPTY("context", "use", p.url, "--ca-cert", p.caFile)
 	addr := r.waitFor(t, authorizeURL, time.Minute)
-	if err := chromedp.Do(tab,
-		chromedp.Navigate(addr),
-		chromedp.WaitVisible(chromedp.CSS("#user")),
-		chromedp.SendKeys(chromedp.CSS("#user"), alice),
-		chromedp.SendKeys(chromedp.CSS("#password"), password),
-		chromedp.Click(chromedp.CSS("#signin")),
-		chromedp.WaitVisible(chromedp.CSS("#allow")),
-		chromedp.Click(chromedp.CSS("#allow")),
-	); err != nil {
-		t.Fatalf("browser: %v\nCLI:\n%s", err, r.output())
-	}
+	nw.retry(t, func() (string, error) {
+		return step(tab,
+			chromedp.Navigate(addr),
+			chromedp.WaitVisible(chromedp.CSS("#user")),
+			chromedp.SendKeys(chromedp.CSS("#user"), alice),
+			chromedp.SendKeys(chromedp.CSS("#password"), password),
+			chromedp.Click(chromedp.CSS("#signin")),
+			chromedp.WaitVisible(chromedp.CSS("#allow")),
+			chromedp.Click(chromedp.CSS("#allow")))
+	})
 	if err, out := r.wait(t, time.Minute); err != nil || !strings.Contains(out, "Logged in to "+p.url+" as "+alice) {
 		t.Fatalf("browser login: %v\n%s", err, out)
 	}
@@ -267,10 +296,10 @@ func TestPlatformLogins(t *testing.T) {
 	du := newPlatformUser(t)
 	dr := du.startOnPTY("context", "use", p.url, "--ca-cert", p.caFile, "--device")
 	complete := dr.waitFor(t, regexp.MustCompile(`\(or open (\S+)\)`), time.Minute)
-	if err := chromedp.Do(tab, chromedp.Navigate(complete), chromedp.WaitVisible(chromedp.CSS("#approve")), chromedp.Click(chromedp.CSS("#approve")),
-		chromedp.WaitVisible(chromedp.CSS("#message"))); err != nil {
-		t.Fatalf("device page: %v", err)
-	}
+	nw.retry(t, func() (string, error) {
+		return step(tab, chromedp.Navigate(complete), chromedp.WaitVisible(chromedp.CSS("#approve")), chromedp.Click(chromedp.CSS("#approve")),
+			chromedp.WaitVisible(chromedp.CSS("#message")))
+	})
 	if err, out := dr.wait(t, time.Minute); err != nil || !strings.Contains(out, "as "+alice) {
 		t.Fatalf("device login: %v\n%s", err, out)
 	}
@@ -282,19 +311,17 @@ func TestPlatformLogins(t *testing.T) {
 	if issuer != "" {
 		t.Cleanup(func() { _ = admin.DeleteUser(context.Background(), oidcUser) })
 		su := newPlatformUser(t)
-		otab := headless(t, p.caFile) // a fresh browser: no session yet
+		otab, onw := headless(t, p.caFile) // a fresh browser: no session yet
 		sr := su.startOnPTY("context", "use", p.url, "--ca-cert", p.caFile)
 		addr := sr.waitFor(t, authorizeURL, time.Minute)
-		if err := chromedp.Do(otab,
-			chromedp.Navigate(addr),
-			chromedp.WaitVisible(chromedp.CSS("#oidc-oidc")),
-			chromedp.Click(chromedp.CSS("#oidc-oidc")),
-			chromedp.WaitVisible(chromedp.CSS("#allow")),
-			chromedp.Click(chromedp.CSS("#allow")),
-		); err != nil {
-			html, _ := chromedp.Run(otab, chromedp.OuterHTML(chromedp.CSS("html")))
-			t.Fatalf("single sign-on in the browser: %v\n%s\nCLI:\n%s", err, html, sr.output())
-		}
+		onw.retry(t, func() (string, error) {
+			return step(otab,
+				chromedp.Navigate(addr),
+				chromedp.WaitVisible(chromedp.CSS("#oidc-oidc")),
+				chromedp.Click(chromedp.CSS("#oidc-oidc")),
+				chromedp.WaitVisible(chromedp.CSS("#allow")),
+				chromedp.Click(chromedp.CSS("#allow")))
+		})
 		if err, out := sr.wait(t, time.Minute); err != nil || !strings.Contains(out, "as "+oidcUser) {
 			t.Fatalf("single sign-on login: %v\n%s", err, out)
 		}
@@ -385,8 +412,10 @@ func startMockOIDC(t *testing.T, c *testcluster.Cluster, ns, user string) string
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Shutdown() })
-	m.QueueUser(&mockoidc.MockUser{Subject: "sub-" + user, Email: user + "@example.com", EmailVerified: true,
-		PreferredUsername: user, Groups: []string{"devtool-admins"}})
+	for range 10 { // one per attempt: an attempt cut by a network change may have taken one
+		m.QueueUser(&mockoidc.MockUser{Subject: "sub-" + user, Email: user + "@example.com", EmailVerified: true,
+			PreferredUsername: user, Groups: []string{"devtool-admins"}})
+	}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "devtool-platform-oidc", Namespace: ns}, StringData: map[string]string{
 		"issuer": m.Issuer(), "clientID": m.ClientID, "clientSecret": m.ClientSecret, "name": "Mock SSO",
 		"scopes": "openid profile email groups", "adminGroups": "devtool-admins"}}
