@@ -137,7 +137,7 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	o.Progress("custom resources users.devtool.dev and accesstokens.devtool.dev")
+	o.Progress("custom resources users, accesstokens and sessions (devtool.dev)")
 	var objs []any
 	for _, r := range membershipRoles() {
 		objs = append(objs, r)

@@ -73,7 +73,7 @@ func lower(s string) string {
 	return string(b)
 }
 
-// CRDs are the platform's custom resource definitions (User, AccessToken).
+// CRDs are the platform's custom resource definitions (User, AccessToken, Session).
 func CRDs() []map[string]any {
 	str := map[string]any{"type": "string"}
 	dt := map[string]any{"type": "string", "format": "date-time"}
@@ -86,6 +86,11 @@ func CRDs() []map[string]any {
 			map[string]any{"name": str, "owner": str, "hash": str, "expires": dt},
 			map[string]any{"lastUsed": dt},
 			[]map[string]any{{"name": "Owner", "type": "string", "jsonPath": ".spec.owner"}, {"name": "Expires", "type": "string", "jsonPath": ".spec.expires"}}),
+		// A web UI session (internal/platform/store/sessions.go): the hash of its cookie's secret only.
+		crd("Session", "sessions",
+			map[string]any{"user": str, "hash": str, "expires": dt},
+			map[string]any{"lastSeen": dt},
+			[]map[string]any{{"name": "User", "type": "string", "jsonPath": ".spec.user"}, {"name": "Expires", "type": "string", "jsonPath": ".spec.expires"}}),
 	}
 }
 
@@ -156,7 +161,7 @@ func platformRBAC(ns string) []any {
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
 			// The analytics days and setting (internal/platform/analytics).
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens", "sessions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 		}},
 		&rbacv1.RoleBinding{TypeMeta: tm("RoleBinding"), ObjectMeta: meta(Name, ns),
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: Name}, Subjects: subject},

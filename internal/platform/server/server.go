@@ -39,6 +39,9 @@ type Options struct {
 	Instance                string // this replica (its pod name), in audit records
 	// Analytics counts the CLI's analytics events (nil: the platform accepts none).
 	Analytics *analytics.Aggregator
+	// Web serves every path outside the API (/api/) and /healthz: the web UI
+	// (internal/platform/web), behind the same per-address limit and request log. nil: JSON 404s.
+	Web http.Handler
 }
 
 // Server serves the API.
@@ -90,10 +93,36 @@ func New(o Options) *Server {
 	s.handle("GET "+p+"/analytics", s.admin(s.analyticsReport))
 	s.handle("GET "+p+"/analytics/settings", s.analyticsSettings)
 	s.handle("PUT "+p+"/analytics/settings", s.admin(s.setAnalyticsSettings))
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path, "")
-	})
+	}
+	s.mux.HandleFunc(p+"/", notFound)
+	if o.Web != nil {
+		s.mux.Handle("/", o.Web)
+	} else {
+		s.mux.HandleFunc("/", notFound)
+	}
 	return s
+}
+
+// AllowAccount takes one request of the account's budget (the limit every API route applies), so
+// the web UI shares it: false means answer 429.
+func (s *Server) AllowAccount(name string) bool { return s.accounts.allow(name) }
+
+// NoteUser names the signed-in user in the request log of a response Handler serves (the web UI
+// calls it once it knows the session's user).
+func NoteUser(w http.ResponseWriter, name string) {
+	for {
+		if rec, ok := w.(*recorder); ok {
+			rec.user = name
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
 }
 
 // Handler is the whole API with the request log and the per-address limit around it.
@@ -123,6 +152,10 @@ type recorder struct {
 }
 
 func (r *recorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
+
+// Unwrap lets http.ResponseController reach the connection (flushes and deadlines of the web UI's
+// log streams).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

@@ -1,0 +1,363 @@
+// Package web is the platform's web UI and `devtool ui`'s local dashboard: html/template pages with
+// embedded assets (a small stylesheet and script; every page works as plain forms and links
+// without them), served by the platform server (UI, below) or on loopback by `devtool ui` (Local).
+//
+// The platform's UI reads the cluster as the signed-in user: every Kubernetes call of a page is
+// made impersonating the user's ServiceAccount (clients cached per user), so a page can show
+// nothing RBAC would deny; a namespace the user is not a member of answers 404 (never 403, as the
+// API does). State changes go through internal/platform/store with the same checks as the JSON API.
+//
+// Sessions: a random cookie "dvs_<id>_<secret>" (__Host-, Secure, HttpOnly, SameSite=Lax), of which
+// the cluster keeps only the secret's SHA-256, in a Session resource read live on every request
+// (store/sessions.go), so both replicas accept a session and a sign-out on one is seen by the other
+// at once. Every state change is a POST checked by net/http's CrossOriginProtection; the account
+// rate limit is the API's (Options.AllowAccount), and sign-in has its own per-address limit.
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/store"
+)
+
+// CookieName is the session cookie: the __Host- prefix makes the browser refuse it unless it is
+// Secure, host-only and for the whole site.
+const CookieName = "__Host-devtool-session"
+
+// PasswordChecker checks a user's name and password and returns the user; any error refuses the
+// sign-in (the page never says which part was wrong). Password login (platauth) plugs in here;
+// nil: the sign-in page takes API tokens only.
+type PasswordChecker func(ctx context.Context, name, password, remoteAddr string) (*store.User, error)
+
+// Analytics gives the admin page its counts; nil: the page says there are none.
+type Analytics interface {
+	Counts(ctx context.Context) ([]AnalyticsRow, error)
+}
+
+// AnalyticsRow is one aggregate: the runs of a command by a CLI version on a day.
+type AnalyticsRow struct {
+	Day       string // YYYY-MM-DD
+	Command   string
+	Version   string
+	Successes int64
+	Failures  int64
+}
+
+// Options configure the platform's UI.
+type Options struct {
+	Store *store.Store
+	Info  api.Info
+	Log   *slog.Logger
+	// CheckPassword enables the password form of the sign-in page.
+	CheckPassword PasswordChecker
+	Analytics     Analytics
+	// AllowAccount takes one request of an account's budget (the API's per-account limit:
+	// server.Server.AllowAccount); nil: no limit.
+	AllowAccount func(user string) bool
+	// NoteUser names the user in the server's request log (server.NoteUser); nil: not named.
+	NoteUser func(w http.ResponseWriter, user string)
+	// SignInRate limits sign-in attempts per client address (default 1 a second, burst 10).
+	SignInRate  rate.Limit
+	SignInBurst int
+	// Streams caps the log streams one user may hold open at once (default 8).
+	Streams int
+	// Instance names this replica in audit records (its pod name).
+	Instance string
+	Now      func() time.Time
+}
+
+// UI is the platform's web UI.
+type UI struct {
+	o       Options
+	mux     *http.ServeMux
+	t       *templates
+	clients *userClients
+	signins *addrLimiter
+	csrf    *http.CrossOriginProtection
+
+	mu      sync.Mutex
+	streams map[string]int // open log streams by user
+}
+
+// New makes the UI; Handler serves it.
+func New(o Options) (*UI, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SignInRate == 0 {
+		o.SignInRate, o.SignInBurst = 1, 10
+	}
+	if o.Streams == 0 {
+		o.Streams = 8
+	}
+	t, err := parseTemplates()
+	if err != nil {
+		return nil, err
+	}
+	u := &UI{o: o, mux: http.NewServeMux(), t: t, clients: newUserClients(o.Store), signins: newAddrLimiter(o.SignInRate, o.SignInBurst, o.Now),
+		csrf: http.NewCrossOriginProtection(), streams: map[string]int{}}
+	u.csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.errorPage(w, r, nil, http.StatusForbidden, "This request came from another site and was refused (cross-origin request protection). Use the form on this site.")
+	}))
+	u.routes()
+	return u, nil
+}
+
+// Handler serves the UI: security headers, the cross-origin check on every state change, then the
+// routes.
+func (u *UI) Handler() http.Handler {
+	return securityHeaders(u.o.Info.Domain, u.csrf.Handler(u.mux))
+}
+
+func (u *UI) routes() {
+	m := u.mux
+	m.Handle("GET /static/", staticHandler())
+	m.HandleFunc("GET /{$}", u.home)
+	m.HandleFunc("GET /signin", u.signInPage)
+	m.HandleFunc("POST /signin", u.signIn)
+	m.HandleFunc("POST /signout", u.signOut)
+	m.HandleFunc("GET /namespaces", u.authed(u.namespaces))
+	m.HandleFunc("POST /namespaces", u.authed(u.createNamespace))
+	m.HandleFunc("GET /namespaces/{ns}", u.member(u.namespace))
+	m.HandleFunc("GET /namespaces/{ns}/delete", u.member(u.confirmDelete))
+	m.HandleFunc("POST /namespaces/{ns}/delete", u.member(u.deleteNamespace))
+	m.HandleFunc("POST /namespaces/{ns}/members", u.member(u.share))
+	m.HandleFunc("POST /namespaces/{ns}/members/{user}/remove", u.member(u.unshare))
+	m.HandleFunc("GET /namespaces/{ns}/logs", u.member(u.logsPage))
+	m.HandleFunc("GET /namespaces/{ns}/logs/stream", u.member(u.logsStream))
+	m.HandleFunc("GET /namespaces/{ns}/logs.txt", u.member(u.logsText))
+	m.HandleFunc("GET /namespaces/{ns}/environments/{env}", u.member(u.environment))
+	m.HandleFunc("GET /namespaces/{ns}/environments/{env}/logs", u.member(u.logsPage))
+	m.HandleFunc("GET /namespaces/{ns}/environments/{env}/logs/stream", u.member(u.logsStream))
+	m.HandleFunc("GET /namespaces/{ns}/environments/{env}/logs.txt", u.member(u.logsText))
+	m.HandleFunc("GET /namespaces/{ns}/secrets", u.member(u.namespaceSecrets))
+	m.HandleFunc("POST /namespaces/{ns}/secrets", u.member(u.setNamespaceSecret))
+	m.HandleFunc("POST /namespaces/{ns}/secrets/{name}/delete", u.member(u.deleteNamespaceSecret))
+	m.HandleFunc("GET /secrets", u.authed(u.secrets))
+	m.HandleFunc("POST /secrets", u.authed(u.setSecret))
+	m.HandleFunc("POST /secrets/{name}/delete", u.authed(u.deleteSecret))
+	m.HandleFunc("GET /tokens", u.authed(u.tokens))
+	m.HandleFunc("POST /tokens", u.authed(u.createToken))
+	m.HandleFunc("POST /tokens/{id}/revoke", u.authed(u.revokeToken))
+	m.HandleFunc("POST /sessions/end-all", u.authed(u.endAllSessions))
+	m.HandleFunc("GET /admin", u.admin(u.adminPage))
+	m.HandleFunc("POST /admin/users", u.admin(u.createUser))
+	m.HandleFunc("POST /admin/users/{name}/delete", u.admin(u.deleteUser))
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		c, _ := u.caller(r)
+		u.errorPage(w, r, c, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
+	})
+}
+
+// securityHeaders are on every answer: a strict content security policy (only this site's own
+// script and stylesheet; forms post here, or return to an endpoint under the platform's domain
+// after sign-in), no framing, no sniffing, no referrer to other sites, no caching of pages.
+func securityHeaders(domain string, h http.Handler) http.Handler {
+	formAction := "'self'"
+	if domain != "" {
+		formAction += " https://*." + domain + ":*"
+	}
+	csp := "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+		"form-action " + formAction + "; frame-ancestors 'none'; base-uri 'none'"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", csp)
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "same-origin")
+		if !strings.HasPrefix(r.URL.Path, "/static/") {
+			hd.Set("Cache-Control", "no-store")
+		}
+		if r.TLS != nil {
+			hd.Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// --- callers
+
+// caller is the signed-in user of a request.
+type caller struct {
+	user *store.User
+}
+
+// caller reads the request's session (nil when there is none or it is not valid).
+func (u *UI) caller(r *http.Request) (*caller, error) {
+	ck, err := r.Cookie(CookieName)
+	if err != nil || ck.Value == "" {
+		return nil, nil
+	}
+	usr, _, err := u.o.Store.SessionUser(r.Context(), ck.Value)
+	if errors.Is(err, store.ErrBadSession) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return &caller{user: usr}, nil
+}
+
+type authedHandler func(w http.ResponseWriter, r *http.Request, c *caller)
+
+// authed serves signed-in users: anyone else is sent to the sign-in page (and back afterwards).
+func (u *UI) authed(h authedHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := u.caller(r)
+		if err != nil {
+			u.internal(w, r, nil, err)
+			return
+		}
+		if c == nil {
+			clearSession(w)
+			ret := r.URL.RequestURI()
+			if r.Method != http.MethodGet {
+				ret = "/"
+			}
+			http.Redirect(w, r, "/signin?return="+url.QueryEscape(ret), http.StatusSeeOther)
+			return
+		}
+		if u.o.NoteUser != nil {
+			u.o.NoteUser(w, c.user.Name)
+		}
+		if u.o.AllowAccount != nil && !u.o.AllowAccount(c.user.Name) {
+			w.Header().Set("Retry-After", "1")
+			u.errorPage(w, r, c, http.StatusTooManyRequests, "Too many requests from your account: wait a moment and try again.")
+			return
+		}
+		h(w, r, c)
+	}
+}
+
+// member serves a namespace's pages to its members only: for anyone else the namespace does not
+// exist (404, as the API answers), whether it exists or not.
+func (u *UI) member(h authedHandler) http.HandlerFunc {
+	return u.authed(func(w http.ResponseWriter, r *http.Request, c *caller) {
+		ns := r.PathValue("ns")
+		if u.o.Store.RoleIn(c.user.Name, ns) == "" || u.o.Store.ManagedNamespace(ns) == nil {
+			u.errorPage(w, r, c, http.StatusNotFound, "There is no namespace "+ns+" you are a member of.")
+			return
+		}
+		h(w, r, c)
+	})
+}
+
+// admin serves admins only; to anyone else the page does not exist.
+func (u *UI) admin(h authedHandler) http.HandlerFunc {
+	return u.authed(func(w http.ResponseWriter, r *http.Request, c *caller) {
+		if !c.user.Admin {
+			u.errorPage(w, r, c, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
+			return
+		}
+		h(w, r, c)
+	})
+}
+
+func (u *UI) home(w http.ResponseWriter, r *http.Request) {
+	c, err := u.caller(r)
+	if err != nil {
+		u.internal(w, r, nil, err)
+		return
+	}
+	if c == nil {
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/namespaces", http.StatusSeeOther)
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// --- limits
+
+type addrLimiter struct {
+	rate  rate.Limit
+	burst int
+	now   func() time.Time
+	mu    sync.Mutex
+	m     map[string]*rate.Limiter
+	seen  map[string]time.Time
+	swept time.Time
+}
+
+func newAddrLimiter(r rate.Limit, burst int, now func() time.Time) *addrLimiter {
+	return &addrLimiter{rate: r, burst: burst, now: now, m: map[string]*rate.Limiter{}, seen: map[string]time.Time{}}
+}
+
+func (l *addrLimiter) allow(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if now.Sub(l.swept) > time.Minute {
+		for k, t := range l.seen {
+			if now.Sub(t) > 10*time.Minute {
+				delete(l.m, k)
+				delete(l.seen, k)
+			}
+		}
+		l.swept = now
+	}
+	lim := l.m[key]
+	if lim == nil {
+		lim = rate.NewLimiter(l.rate, l.burst)
+		l.m[key] = lim
+	}
+	l.seen[key] = now
+	return lim.AllowN(now, 1)
+}
+
+// openStream counts a log stream of user; false when the user holds the maximum already.
+func (u *UI) openStream(user string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.streams[user] >= u.o.Streams {
+		return false
+	}
+	u.streams[user]++
+	return true
+}
+
+func (u *UI) closeStream(user string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.streams[user]--; u.streams[user] <= 0 {
+		delete(u.streams, user)
+	}
+}
+
+// SweepSessions deletes expired sessions every interval until ctx ends (each replica may run it).
+func (u *UI) SweepSessions(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := u.o.Store.SweepSessions(ctx); err != nil && ctx.Err() == nil {
+				u.o.Log.Warn("sweeping expired sessions", "err", err)
+			} else if n > 0 {
+				u.o.Log.Info("expired sessions deleted", "count", n)
+			}
+		}
+	}
+}
