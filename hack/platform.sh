@@ -11,7 +11,8 @@ export KUBECONFIG=${KUBECONFIG:-$KUBECONFIG_OUT}
 [ -d "$BIN" ] && export PATH=$BIN:$PATH   # the cluster's kubectl
 NS=${PLATFORM_NAMESPACE:-devtool-system}
 # PLATFORM_NAMESPACE and PLATFORM_OUT_DIR install a second instance beside the lead's (its files in
-# its own folder); PLATFORM_ANALYTICS=true lets it accept analytics events from the start.
+# its own folder; tests find it through DEVTOOL_TEST_PLATFORM_DIR=<that folder>); PLATFORM_ANALYTICS=true
+# lets it accept analytics events from the start.
 OUT=${PLATFORM_OUT_DIR:-$STATE}
 files=("$OUT/platform-url" "$OUT/platform-ca.crt" "$OUT/platform-admin-token")
 case "${1:-}" in
@@ -28,7 +29,14 @@ down)
   make --no-print-directory build
   if kubectl get namespace "$NS" >/dev/null 2>&1; then
     bin/devtool destroy --file deploy/platform/devtool.yml --namespace "$NS"
-    kubectl delete namespace -l devtool.dev/managed=true --ignore-not-found --wait=false >/dev/null
+    # Only the namespaces this instance's users are members of (other instances share the cluster).
+    mine=$(kubectl get rolebindings -A -l devtool.dev/member \
+      -o jsonpath="{range .items[?(@.subjects[0].namespace==\"$NS\")]}{.metadata.namespace}{\"\n\"}{end}" | sort -u)
+    for n in $mine; do
+      if [ "$(kubectl get namespace "$n" -o jsonpath='{.metadata.labels.devtool\.dev/managed}' 2>/dev/null)" = true ]; then
+        kubectl delete namespace "$n" --ignore-not-found --wait=false >/dev/null
+      fi
+    done
     kubectl delete namespace "$NS" --ignore-not-found >/dev/null
   fi
   rm -f "${files[@]}"

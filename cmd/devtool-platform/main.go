@@ -1,6 +1,6 @@
-// Command devtool-platform is the platform server (docs/platform.md): `serve` runs the API in the
-// cluster, `ingress` runs the platform's ingress proxy, `install` puts the platform into a cluster
-// (run by deploy/platform/devtool.yml).
+// Command devtool-platform is the platform server (docs/platform.md): `serve` runs the API and the
+// web UI in the cluster, `ingress` runs the platform's ingress proxy, `install` puts the platform into
+// a cluster (run by deploy/platform/devtool.yml).
 package main
 
 import (
@@ -29,6 +29,7 @@ import (
 	"github.com/devtool/devtool/internal/platform/install"
 	"github.com/devtool/devtool/internal/platform/server"
 	"github.com/devtool/devtool/internal/platform/store"
+	"github.com/devtool/devtool/internal/platform/web"
 )
 
 const usage = `usage: devtool-platform serve|ingress|install [flags]   (devtool-platform <command> -h lists the flags)`
@@ -108,6 +109,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	ticketKey := fs.String("ticket-key", "", "the Ed25519 key signing private endpoints' sign-in tickets (raw 64 bytes; none: no endpoint sign-in)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster, else KUBECONFIG)")
 	allowAnalytics := fs.Bool("analytics", false, "accept the CLI's analytics events (daily counts only; docs/analytics.md) until an admin sets otherwise through the API")
+	withWeb := fs.Bool("web", true, "serve the web UI beside the API (docs/platform.md)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -132,19 +134,32 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("reading the API server's CA: %w", err)
 	}
 	agg := &analytics.Aggregator{Kube: st.Kube, Namespace: *ns, Default: *allowAnalytics, Log: log}
-	srv := server.New(server.Options{Store: st, Log: log, Instance: os.Getenv("POD_NAME"), Analytics: agg, Info: api.Info{
-		Version: buildinfo.Version, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain, Registry: *registry,
-		IngressClass: *ingressClass, EndpointPort: *endpointPort,
-	}})
+	info := api.Info{Version: buildinfo.Version, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain, Registry: *registry,
+		IngressClass: *ingressClass, EndpointPort: *endpointPort}
+	var (
+		srv *server.Server
+		ui  *web.UI
+	)
+	so := server.Options{Store: st, Log: log, Instance: os.Getenv("POD_NAME"), Analytics: agg, Info: info}
+	if *withWeb {
+		ui, err = web.New(web.Options{Store: st, Info: info, Log: log, Instance: os.Getenv("POD_NAME"), Analytics: agg,
+			AllowAccount: func(user string) bool { return srv.AllowAccount(user) }, NoteUser: server.NoteUser})
+		if err != nil {
+			return err
+		}
+		so.Web = ui.Handler()
+	}
+	srv = server.New(so)
 	handler := srv.Handler()
 	if *ticketKey != "" {
 		key, err := readKey(*ticketKey, ed25519.PrivateKeySize)
 		if err != nil {
 			return err
 		}
-		// Private endpoints' sign-in (internal/platform/ingress): the token form until the web UI
-		// gives its session and sign-in page (LoginOptions.Session, SignInURL).
-		login := ingress.LoginHandler(ingress.LoginOptions{Key: ed25519.PrivateKey(key), Domain: *domain, Log: log,
+		// Private endpoints' sign-in (internal/platform/ingress): the web UI's session when the
+		// browser has one, else its sign-in page, which comes back here (the token form when the
+		// UI is off).
+		lo := ingress.LoginOptions{Key: ed25519.PrivateKey(key), Domain: *domain, Log: log,
 			Authenticate: func(ctx context.Context, token string) (ingress.Identity, error) {
 				u, _, err := st.Authenticate(ctx, token)
 				if errors.Is(err, store.ErrBadToken) {
@@ -153,9 +168,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 					return ingress.Identity{}, err
 				}
 				return ingress.Identity{User: u.Name, KubeUser: st.SAUsername(u.Name)}, nil
-			}})
+			}}
+		if ui != nil {
+			lo.Session = func(r *http.Request) (ingress.Identity, bool) {
+				u, ok := ui.SessionUser(r)
+				if !ok {
+					return ingress.Identity{}, false
+				}
+				return ingress.Identity{User: u.Name, KubeUser: st.SAUsername(u.Name)}, true
+			}
+			lo.SignInURL = func(next string) string { return web.SignInURL("", next) }
+		}
 		mux := http.NewServeMux()
-		mux.Handle(ingress.LoginPath, login)
+		mux.Handle(ingress.LoginPath, ingress.LoginHandler(lo))
 		mux.Handle("/", handler)
 		handler = mux
 	}
@@ -189,6 +214,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := agg.Start(actx); err != nil {
 		ln.Close()
 		return err
+	}
+	if ui != nil {
+		go ui.SweepSessions(ictx, 10*time.Minute)
+		// Long answers (the web UI's log streams) end when shutdown starts instead of holding it
+		// until its deadline; other requests finish normally.
+		hs.RegisterOnShutdown(ui.CloseStreams)
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "version", buildinfo.Version)
 	done := make(chan error, 1)

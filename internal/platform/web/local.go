@@ -332,3 +332,44 @@ func withAll(v url.Values, all bool) url.Values {
 	}
 	return v
 }
+
+// ServeLocal serves the dashboard on ln until ctx ends, then stops: open log streams end at once,
+// other requests get up to 5 seconds. It returns nil after a stop by ctx.
+func ServeLocal(ctx context.Context, ln net.Listener, o LocalOptions) error {
+	if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+		ln.Close()
+		return fmt.Errorf("devtool ui: listens on loopback only, not %s", ln.Addr())
+	}
+	l, err := NewLocal(o)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := &http.Server{
+		Handler:           l.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(l.o.Log.Handler(), slog.LevelDebug),
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	cancel() // the log streams' requests end now
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	err = srv.Shutdown(sctx)
+	<-done
+	if errors.Is(err, context.DeadlineExceeded) {
+		srv.Close()
+		return nil
+	}
+	return err
+}

@@ -333,18 +333,26 @@ func (u *UI) follow(w http.ResponseWriter, r *http.Request, c *caller, sse bool)
 		http.Error(w, "bad selection: "+fmt.Sprint(problems), http.StatusBadRequest)
 		return
 	}
+	if u.closing.Err() != nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the platform is restarting: try again", http.StatusServiceUnavailable)
+		return
+	}
 	if !u.openStream(c.user.Name) {
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, fmt.Sprintf("you have %d log streams open already: close one", u.o.Streams), http.StatusTooManyRequests)
 		return
 	}
-	defer u.closeStream(c.user.Name)
+	defer u.streamClosed(c.user.Name)
 	name := c.user.Name
 	stillOK := func(ctx context.Context) bool {
 		cc, err := u.caller(r)
 		return err == nil && cc != nil && cc.user.Name == name && u.o.Store.RoleIn(name, s.namespace) != ""
 	}
-	followLogs(r.Context(), w, s, q, sse, stillOK, u.o.Log)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(u.closing, cancel)()
+	followLogs(ctx, w, s, q, sse, stillOK, u.o.Log)
 }
 
 // writeLogText answers the tail as text/plain.

@@ -88,6 +88,10 @@ type UI struct {
 
 	mu      sync.Mutex
 	streams map[string]int // open log streams by user
+
+	// closing ends every log stream (CloseStreams, at the server's shutdown).
+	closing     context.Context
+	closeStream context.CancelFunc
 }
 
 // New makes the UI; Handler serves it.
@@ -110,6 +114,7 @@ func New(o Options) (*UI, error) {
 	}
 	u := &UI{o: o, mux: http.NewServeMux(), t: t, clients: newUserClients(o.Store), signins: newAddrLimiter(o.SignInRate, o.SignInBurst, o.Now),
 		csrf: http.NewCrossOriginProtection(), streams: map[string]int{}}
+	u.closing, u.closeStream = context.WithCancel(context.Background())
 	u.csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.errorPage(w, r, nil, http.StatusForbidden, "This request came from another site and was refused (cross-origin request protection). Use the form on this site.")
 	}))
@@ -209,6 +214,16 @@ func (u *UI) caller(r *http.Request) (*caller, error) {
 		return nil, err
 	}
 	return &caller{user: usr}, nil
+}
+
+// SessionUser is the signed-in user of a request to the platform (its session cookie), for other
+// parts of the platform: the ingress's sign-in for private endpoints.
+func (u *UI) SessionUser(r *http.Request) (*store.User, bool) {
+	c, err := u.caller(r)
+	if err != nil || c == nil {
+		return nil, false
+	}
+	return c.user, true
 }
 
 type authedHandler func(w http.ResponseWriter, r *http.Request, c *caller)
@@ -336,13 +351,16 @@ func (u *UI) openStream(user string) bool {
 	return true
 }
 
-func (u *UI) closeStream(user string) {
+func (u *UI) streamClosed(user string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.streams[user]--; u.streams[user] <= 0 {
 		delete(u.streams, user)
 	}
 }
+
+// CloseStreams ends every open log stream and refuses new ones (http.Server.RegisterOnShutdown).
+func (u *UI) CloseStreams() { u.closeStream() }
 
 // SweepSessions deletes expired sessions every interval until ctx ends (each replica may run it).
 func (u *UI) SweepSessions(ctx context.Context, every time.Duration) {
