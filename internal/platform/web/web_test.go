@@ -118,7 +118,10 @@ func newFixture(t *testing.T) *fixture {
 // testWriter sends the UI's log to the test's.
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
 
 // waitSynced waits until the store's caches show user's personal namespace and membership.
 func (f *fixture) waitSynced(user string) {

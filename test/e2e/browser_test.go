@@ -1,0 +1,213 @@
+//go:build integration
+
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// browser is a headless Debian chromium driven through chromedp, with a fresh profile. Each tab()
+// is a separate browser context (its own cookies), so one browser serves several users.
+type browser struct {
+	t      *testing.T
+	ctx    context.Context
+	shots  string // where screenshots go (gitignored; README names it)
+	prefix string
+}
+
+// newBrowser starts chromium; spki lists the base64 SHA-256 of certificates' public keys chromium
+// accepts without a trusted chain (the platform's, made by its own CA). The browser process is
+// stopped when the test ends, and the test checks that it is gone.
+func newBrowser(t *testing.T, prefix string, spki ...string) *browser {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		msg := "no chromium (apt-get install chromium): " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	}
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	if len(spki) > 0 {
+		opts = append(opts, chromedp.Flag("ignore-certificate-errors-spki-list", strings.Join(spki, ",")))
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		cancel()
+		acancel()
+		t.Fatalf("starting chromium: %v", err)
+	}
+	pid := 0
+	if c := chromedp.FromContext(ctx); c != nil && c.Browser != nil && c.Browser.Process() != nil {
+		pid = c.Browser.Process().Pid
+	}
+	t.Cleanup(func() {
+		cancel()
+		acancel()
+		if pid > 0 {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("chromium (pid %d) still runs after the test: %v", pid, err)
+			}
+		}
+	})
+	dir := os.Getenv("DEVTOOL_SCREENSHOTS")
+	if dir == "" {
+		_, here, _, _ := runtime.Caller(0)
+		dir = filepath.Join(filepath.Dir(here), "..", "screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &browser{t: t, ctx: ctx, shots: dir, prefix: prefix}
+}
+
+// tab is a new tab in a new browser context: its own cookies, as another person's browser.
+func (b *browser) tab() context.Context {
+	b.t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
+	b.t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		b.t.Fatalf("opening a tab: %v", err)
+	}
+	return ctx
+}
+
+// open loads url (following redirects) and returns the document's HTTP status and the text of its
+// main element.
+func (b *browser) open(ctx context.Context, url string) (int, string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(url))
+	if err != nil {
+		b.t.Fatalf("opening %s: %v", url, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
+		b.t.Fatalf("opening %s: no main element: %v", url, err)
+	}
+	return int(resp.Status), b.text(ctx, "main")
+}
+
+func (b *browser) text(ctx context.Context, sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("reading %s: %v", sel, err)
+	}
+	return s
+}
+
+func (b *browser) location(ctx context.Context) *url.URL {
+	b.t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return u
+}
+
+// submit fills a form's fields (CSS selector -> value), clicks its button, waits for the page the
+// form leads to (redirects followed) and returns its status and main text.
+func (b *browser) submit(ctx context.Context, fields map[string]string, button string) (int, string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var fill []chromedp.Action[chromedp.Void]
+	for sel, v := range fields {
+		fill = append(fill, chromedp.SetValue(chromedp.CSS(sel), v))
+	}
+	if err := chromedp.Do(ctx, fill...); err != nil {
+		b.t.Fatalf("filling the form of %s: %v", button, err)
+	}
+	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(button)))
+	if err != nil {
+		b.t.Fatalf("submitting %s: %v", button, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
+		b.t.Fatalf("after submitting %s: no main element: %v", button, err)
+	}
+	return int(resp.Status), b.text(ctx, "main")
+}
+
+var nonFile = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// shot saves a full-page PNG screenshot as <prefix>-<name>.png.
+func (b *browser) shot(ctx context.Context, name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(b.shots, b.prefix+"-"+nonFile.ReplaceAllString(strings.ToLower(name), "-")+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s", p)
+}
+
+// spkiOf is the base64 SHA-256 of the public key of the certificate a TLS server at addr (host:port,
+// .localhost names on loopback) presents, checked against ca.
+func spkiOf(t *testing.T, addr string, ca []byte) string {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatal("no certificate in the CA file")
+	}
+	dial := addr
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		dial = net.JoinHostPort("127.0.0.1", port)
+	}
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	conn, err := tls.DialWithDialer(d, "tcp", dial, &tls.Config{RootCAs: pool, ServerName: host})
+	if err != nil {
+		t.Fatalf("TLS to %s: %v", addr, err)
+	}
+	defer conn.Close()
+	leaf := conn.ConnectionState().PeerCertificates[0]
+	sum := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
