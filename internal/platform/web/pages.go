@@ -112,6 +112,7 @@ type namespaceData struct {
 	Personal bool
 	Deleting bool
 	Members  []store.Membership
+	Owners   int // a sole owner cannot be removed
 	View     *NamespaceView
 	Roles    []string
 	Share    struct{ User, Role, Error string }
@@ -139,6 +140,11 @@ func (u *UI) namespaceWith(w http.ResponseWriter, r *http.Request, c *caller, st
 	if d.Members, err = u.o.Store.Members(name); err != nil {
 		u.internal(w, r, c, err)
 		return
+	}
+	for _, m := range d.Members {
+		if m.Role == api.RoleOwner {
+			d.Owners++
+		}
 	}
 	if d.View, err = ReadNamespace(r.Context(), kc, name, u.o.Now()); err != nil {
 		u.internal(w, r, c, err)
