@@ -72,7 +72,10 @@ func (u *UI) signInPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ret, _ := ValidReturn(r.URL.Query().Get("return"), u.o.Info.Domain)
-	if c != nil && ret != "" {
+	if c != nil { // signed in already: on to where the browser was going
+		if ret == "" {
+			ret = "/namespaces"
+		}
 		http.Redirect(w, r, ret, http.StatusSeeOther)
 		return
 	}

@@ -131,6 +131,12 @@ func (u *UI) namespaceWith(w http.ResponseWriter, r *http.Request, c *caller, st
 		return
 	}
 	d := namespaceData{Name: name, Role: u.o.Store.RoleIn(c.user.Name, name), Roles: []string{api.RoleViewer, api.RoleEditor, api.RoleOwner}, Now: u.o.Now()}
+	if d.Role == "" { // a namespace made a moment ago, not in the caches yet (member checked it live)
+		if d.Role, err = u.o.Store.LiveRoleIn(r.Context(), c.user.Name, name); err != nil {
+			u.internal(w, r, c, err)
+			return
+		}
+	}
 	d.Owner = d.Role == api.RoleOwner
 	if ns := u.o.Store.ManagedNamespace(name); ns != nil {
 		d.Personal = ns.Labels[store.LabelPersonal] != ""

@@ -237,7 +237,9 @@ func (u *UI) authed(h authedHandler) http.HandlerFunc {
 			return
 		}
 		if c == nil {
-			clearSession(w)
+			if _, err := r.Cookie(CookieName); err == nil {
+				clearSession(w) // ended or expired: the browser may forget it
+			}
 			ret := r.URL.RequestURI()
 			if r.Method != http.MethodGet {
 				ret = "/"
@@ -263,8 +265,17 @@ func (u *UI) member(h authedHandler) http.HandlerFunc {
 	return u.authed(func(w http.ResponseWriter, r *http.Request, c *caller) {
 		ns := r.PathValue("ns")
 		if u.o.Store.RoleIn(c.user.Name, ns) == "" || u.o.Store.ManagedNamespace(ns) == nil {
-			u.errorPage(w, r, c, http.StatusNotFound, "There is no namespace "+ns+" you are a member of.")
-			return
+			// The caches may not show a namespace made a moment ago (the page after creating
+			// it): ask the API server before answering that it does not exist.
+			role, err := u.o.Store.LiveRoleIn(r.Context(), c.user.Name, ns)
+			if err != nil {
+				u.internal(w, r, c, err)
+				return
+			}
+			if role == "" {
+				u.errorPage(w, r, c, http.StatusNotFound, "There is no namespace "+ns+" you are a member of.")
+				return
+			}
 		}
 		h(w, r, c)
 	})
