@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -411,7 +412,8 @@ func TestPageRenderTimes(t *testing.T) {
 		// Pods that stay Pending (no node matches): the objects a page lists, without 50 running containers.
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: env + "-web", Namespace: alice, Labels: lbl},
 			Spec: corev1.PodSpec{NodeSelector: map[string]string{"devtool.dev/no-such-node": "x"},
-				Containers: []corev1.Container{{Name: "web", Image: testcluster.Image}}}}
+				Containers: []corev1.Container{{Name: "web", Image: testcluster.Image, Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}}}}
 		if i < 45 { // the quota allows 50 pods; keep room
 			if _, err := kc.CoreV1().Pods(alice).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)

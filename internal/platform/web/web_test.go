@@ -379,3 +379,33 @@ func TestLocalRefusesWithoutToken(t *testing.T) {
 		t.Error("a short token was accepted")
 	}
 }
+
+// BenchmarkRenderNamespace50 is the namespace page's template alone with 50 environments (each
+// with an endpoint, pods and an error-free status) and 5 dev containers: the part of a page's
+// server time that is not the cluster's reads.
+func BenchmarkRenderNamespace50(b *testing.B) {
+	t, err := parseTemplates()
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := &NamespaceView{Problems: map[string]string{}}
+	for i := 0; i < 50; i++ {
+		v.Envs = append(v.Envs, EnvSummary{Name: fmt.Sprintf("env-%02d", i), Status: "deployed", Updated: time.Now(), Pods: 3, Ready: 3,
+			Endpoints: []deploy.PublicEndpoint{{URL: fmt.Sprintf("https://web-env-%02d-alice.devtool.localhost/", i)}}})
+	}
+	for i := 0; i < 5; i++ {
+		v.Devs = append(v.Devs, DevView{Name: fmt.Sprintf("dev-%d", i), HasLease: true, Live: true, Holder: "alice@laptop in /src (pid 42)",
+			Pods: []PodView{{Name: "web-devtool-x", Phase: "Running", Ready: "1/1"}}})
+	}
+	d := namespaceData{Name: "alice", Role: "owner", Owner: true, View: v, Roles: []string{"viewer", "editor", "owner"}, Owners: 1,
+		Members: []store.Membership{{Namespace: "alice", User: "alice", Role: "owner"}}}
+	req := httptest.NewRequest("GET", "/namespaces/alice", nil)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w := httptest.NewRecorder()
+		writePage(w, req, t, 200, "namespace", view{Title: "Namespace alice", User: "alice", Data: d}, func(string, ...any) {})
+		if w.Code != 200 || w.Body.Len() < 10000 {
+			b.Fatalf("status %d, %d bytes", w.Code, w.Body.Len())
+		}
+	}
+}
