@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -114,7 +115,14 @@ func (b *browser) open(ctx context.Context, url string) (int, string) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(url))
+	var resp *network.Response
+	var err error
+	for try := 0; ; try++ {
+		resp, err = chromedp.Run(ctx, chromedp.NavigateResponse(url))
+		if !networkChanged(err) || try == 5 {
+			break
+		}
+	}
 	if err != nil {
 		b.t.Fatalf("opening %s: %v", url, err)
 	}
@@ -156,10 +164,21 @@ func (b *browser) submit(ctx context.Context, fields map[string]string, button s
 	for sel, v := range fields {
 		fill = append(fill, chromedp.SetValue(chromedp.CSS(sel), v))
 	}
-	if err := chromedp.Do(ctx, fill...); err != nil {
-		b.t.Fatalf("filling the form of %s: %v", button, err)
+	here, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		b.t.Fatal(err)
 	}
-	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(button)))
+	var resp *network.Response
+	for try := 0; ; try++ {
+		if err := chromedp.Do(ctx, fill...); err != nil {
+			b.t.Fatalf("filling the form of %s: %v", button, err)
+		}
+		resp, err = chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(button)))
+		if !networkChanged(err) || try == 5 {
+			break
+		}
+		b.open(ctx, here) // the form again, then the same submission
+	}
 	if err != nil {
 		b.t.Fatalf("submitting %s: %v", button, err)
 	}
@@ -167,6 +186,13 @@ func (b *browser) submit(ctx context.Context, fields map[string]string, button s
 		b.t.Fatalf("after submitting %s: no main element: %v", button, err)
 	}
 	return int(resp.Status), b.text(ctx, "main")
+}
+
+// networkChanged: Chromium on Linux fails the requests in flight when a network interface comes or
+// goes, and on a machine where pods start and stop (each a veth on the pod bridge) that happens
+// often. Such a navigation is tried again.
+func networkChanged(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "ERR_NETWORK_CHANGED")
 }
 
 var nonFile = regexp.MustCompile(`[^a-z0-9-]+`)

@@ -26,7 +26,7 @@ func (s *Store) LiveRoleIn(ctx context.Context, user, namespace string) (string,
 	} else if err != nil {
 		return "", err
 	}
-	m, ok := bindingMembership(rb)
+	m, ok := s.bindingMembership(rb)
 	if !ok {
 		return "", nil
 	}
