@@ -19,11 +19,13 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/client"
+	"github.com/devtool/devtool/internal/platform/install"
 	"github.com/devtool/devtool/internal/testcluster"
 )
 
@@ -337,4 +339,132 @@ func evilSite(t *testing.T, target, name string) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + "/"
+}
+
+// TestWebSessionAcrossReplicas: a session started through one platform pod is accepted by the other
+// (sessions live in the cluster, not in a replica), and a sign-out through one is refused by the
+// other at once (each request reads its session from the API server).
+func TestWebSessionAcrossReplicas(t *testing.T) {
+	p := findPlatform(t)
+	c := testcluster.Connect(t)
+	ca, err := os.ReadFile(p.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := url.Parse(p.url)
+	ctx := context.Background()
+	admin, err := client.New(client.Options{URL: p.url, Token: p.adminToken, CA: ca})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var sb [3]byte
+	_, _ = rand.Read(sb[:])
+	name := "dave-" + hex.EncodeToString(sb[:])
+	u, err := admin.CreateUser(ctx, api.CreateUserRequest{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.DeleteUser(context.Background(), name)
+		_ = c.Clientset.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	pods := platformPodClients(t, c, base.Port(), ca)
+	if len(pods) < 2 {
+		t.Fatalf("%d ready platform pods, want 2", len(pods))
+	}
+	do := func(hc *http.Client, method, path, cookie string, form url.Values) *http.Response {
+		t.Helper()
+		var body *strings.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		} else {
+			body = strings.NewReader("")
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, "https://"+base.Hostname()+path, body)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp := do(pods[0], "POST", "/signin", "", url.Values{"token": {u.Token}})
+	var cookie string
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "__Host-devtool-session" && ck.Value != "" {
+			cookie = ck.Name + "=" + ck.Value
+			if !ck.Secure || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/" || ck.Domain != "" {
+				t.Errorf("session cookie attributes: %+v", ck)
+			}
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || cookie == "" {
+		t.Fatalf("sign-in through pod 0: %d, cookie %q", resp.StatusCode, cookie)
+	}
+	if r := do(pods[1], "GET", "/namespaces", cookie, nil); r.StatusCode != 200 {
+		t.Errorf("the session through pod 1: %d, want 200", r.StatusCode)
+	}
+	if r := do(pods[1], "POST", "/signout", cookie, url.Values{}); r.StatusCode != http.StatusSeeOther {
+		t.Errorf("sign-out through pod 1: %d", r.StatusCode)
+	}
+	for i, hc := range pods[:2] {
+		if r := do(hc, "GET", "/namespaces", cookie, nil); r.StatusCode != http.StatusSeeOther || !strings.HasPrefix(r.Header.Get("Location"), "/signin") {
+			t.Errorf("the signed-out session through pod %d: %d %s, want a redirect to the sign-in page", i, r.StatusCode, r.Header.Get("Location"))
+		}
+	}
+}
+
+// platformPodClients returns one HTTP client per ready pod of the platform whose NodePort is port,
+// each dialling that pod's IP (on the pod bridge) directly, not following redirects.
+func platformPodClients(t *testing.T, c *testcluster.Cluster, port string, ca []byte) []*http.Client {
+	t.Helper()
+	ctx := context.Background()
+	svcs, err := c.Clientset.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=devtool-platform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := ""
+	for _, s := range svcs.Items {
+		for _, sp := range s.Spec.Ports {
+			if strconv.Itoa(int(sp.NodePort)) == port && s.Name == install.Name {
+				ns = s.Namespace
+			}
+		}
+	}
+	if ns == "" {
+		t.Fatalf("no platform Service with node port %s", port)
+	}
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + install.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*http.Client
+	for _, pod := range pods.Items {
+		ready := false
+		for _, cond := range pod.Status.Conditions {
+			ready = ready || cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue
+		}
+		if !ready || pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
+			continue
+		}
+		hc, err := install.Client(ca)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(install.Port))
+		tr := hc.Transport.(*http.Transport)
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		t.Cleanup(hc.CloseIdleConnections)
+		out = append(out, hc)
+	}
+	return out
 }

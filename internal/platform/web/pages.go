@@ -207,8 +207,8 @@ func (u *UI) share(w http.ResponseWriter, r *http.Request, c *caller) {
 			u.internal(w, r, c, err)
 			return
 		}
-		if status == http.StatusNotFound && u.o.Store.RoleIn(c.user.Name, ns) != "" {
-			msg = "There is no user " + target + "."
+		if status == http.StatusNotFound { // the namespace is the caller's (member checked it): the user is unknown
+			status, msg = http.StatusBadRequest, "There is no user "+target+"."
 		}
 		u.namespaceWith(w, r, c, status, target, role, msg)
 		return
