@@ -32,6 +32,9 @@ type browser struct {
 	ctx    context.Context
 	shots  string // where screenshots go (gitignored; README names it)
 	prefix string
+	// retried says the last submit was sent again after Chromium cut it (networkChanged): the
+	// first may have reached the server.
+	retried bool
 }
 
 // newBrowser starts chromium; spki lists the base64 SHA-256 of certificates' public keys chromium
@@ -169,7 +172,11 @@ func (b *browser) submit(ctx context.Context, fields map[string]string, button s
 		b.t.Fatal(err)
 	}
 	var resp *network.Response
+	b.retried = false
 	for try := 0; ; try++ {
+		if try > 0 {
+			b.retried = true
+		}
 		if err := chromedp.Do(ctx, fill...); err != nil {
 			b.t.Fatalf("filling the form of %s: %v", button, err)
 		}
@@ -197,8 +204,40 @@ func networkChanged(err error) bool {
 
 var nonFile = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// shot saves a full-page PNG screenshot as <prefix>-<name>.png.
+// a11yProblems is a page's markup checked as a script sees it: one h1, a main element, a language,
+// every visible field with a label, every button with a name, every table with headers, images
+// with alternative text, and the skip link as the first stop. Empty when all hold.
+const a11yProblems = `(() => {
+  const p = [];
+  if (document.querySelectorAll('h1').length !== 1) p.push('h1 count ' + document.querySelectorAll('h1').length);
+  if (!document.querySelector('main')) p.push('no main');
+  if (!document.documentElement.lang) p.push('no lang');
+  document.querySelectorAll('input:not([type=hidden]), select, textarea').forEach(e => {
+    if (!e.labels || e.labels.length === 0) p.push('unlabelled field ' + (e.id || e.name));
+  });
+  document.querySelectorAll('button').forEach(e => {
+    if (!e.textContent.trim() && !e.getAttribute('aria-label')) p.push('unnamed button');
+  });
+  document.querySelectorAll('table').forEach(t => { if (!t.querySelector('th')) p.push('table without headers'); });
+  document.querySelectorAll('img').forEach(i => { if (!i.hasAttribute('alt')) p.push('img without alt'); });
+  const first = document.querySelector('a[href], button, input:not([type=hidden]), select, textarea');
+  if (document.querySelector('.skip') && first !== document.querySelector('.skip')) p.push('the skip link is not the first stop');
+  return p;
+})()`
+
+// shot checks the page's markup (a11yProblems) and saves a full-page PNG screenshot as <prefix>-<name>.png.
 func (b *browser) shot(ctx context.Context, name string) {
+	b.t.Helper()
+	if probs, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](a11yProblems)); err != nil {
+		b.t.Errorf("checking the markup of %s: %v", name, err)
+	} else if len(probs) > 0 {
+		b.t.Errorf("markup of %s: %s", name, strings.Join(probs, "; "))
+	}
+	b.save(ctx, name)
+}
+
+// save writes a full-page PNG screenshot as <prefix>-<name>.png.
+func (b *browser) save(ctx context.Context, name string) {
 	b.t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
