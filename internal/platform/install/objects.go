@@ -159,7 +159,8 @@ func platformRBAC(ns string) []any {
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "create", "delete", "impersonate"}},
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update"}},
-			// The analytics days and setting (internal/platform/analytics).
+			// The analytics days and setting (internal/platform/analytics) and the quota defaults
+			// admins set in the web UI (store.SettingsName).
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens", "sessions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 		}},

@@ -80,7 +80,10 @@ func (s *Store) ensureNamespace(ctx context.Context, name, owner string, persona
 }
 
 func (s *Store) ensureDefaults(ctx context.Context, ns string) error {
-	l := s.Limits
+	l, err := s.EffectiveLimits(ctx)
+	if err != nil {
+		return err
+	}
 	q := func(v string) resource.Quantity { return resource.MustParse(v) }
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: QuotaName, Namespace: ns, Labels: map[string]string{LabelManaged: "true"}},

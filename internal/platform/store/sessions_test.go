@@ -128,3 +128,40 @@ func TestMembershipOfAnotherPlatform(t *testing.T) {
 		t.Errorf("RoleIn: theirs %q, mine %q", st.RoleIn("admin", "theirs"), st.RoleIn("admin", "mine"))
 	}
 }
+
+// TestLimitsSettings: saved quota defaults reach the next namespace; bad values are refused naming
+// the key; a hand-edited value that is no quantity is ignored (the namespace still gets a quota).
+func TestLimitsSettings(t *testing.T) {
+	st, _ := fakeStore(t)
+	ctx := context.Background()
+	l := DefaultLimits
+	l.QuotaPods, l.DefaultMemory = "12", "2Gi"
+	if err := st.SetLimits(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	bad := l
+	bad.QuotaCPU = "eight"
+	if err := st.SetLimits(ctx, bad); err == nil || !strings.Contains(err.Error(), "quota.cpu") {
+		t.Errorf("a bad quantity: %v", err)
+	}
+	bad = l
+	bad.DefaultRequestMemory = "4Gi"
+	if err := st.SetLimits(ctx, bad); err == nil || !strings.Contains(err.Error(), "default-request.memory") {
+		t.Errorf("a request above its limit: %v", err)
+	}
+	if _, err := st.CreateNamespace(ctx, "alice", "shop"); err != nil {
+		t.Fatal(err)
+	}
+	q, err := st.Kube.CoreV1().ResourceQuotas("shop").Get(ctx, QuotaName, metav1.GetOptions{})
+	if err != nil || q.Spec.Hard.Pods().String() != "12" {
+		t.Fatalf("quota of the new namespace: %v %v", q, err)
+	}
+	cm, _ := st.Kube.CoreV1().ConfigMaps(st.Namespace).Get(ctx, SettingsName, metav1.GetOptions{})
+	cm.Data["quota.pods"] = "many"
+	if _, err := st.Kube.CoreV1().ConfigMaps(st.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.EffectiveLimits(ctx); err != nil || got.QuotaPods != DefaultLimits.QuotaPods || got.DefaultMemory != "2Gi" {
+		t.Errorf("a hand-edited bad value: %+v %v, want the default pods and the saved memory", got, err)
+	}
+}

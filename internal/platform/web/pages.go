@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/devtool/devtool/internal/platform/api"
@@ -493,9 +494,20 @@ type adminUser struct {
 	Locked    bool
 }
 
+// limitLabels name the settings of store.LimitKeys on the admin page.
+var limitLabels = map[string]string{
+	"quota.cpu": "CPU limits, whole namespace", "quota.memory": "Memory limits, whole namespace",
+	"quota.pods": "Pods", "quota.storage": "Storage requests, whole namespace",
+	"default.cpu": "A container's CPU limit when it sets none", "default.memory": "A container's memory limit when it sets none",
+	"default-request.cpu": "A container's CPU request when it sets none", "default-request.memory": "A container's memory request when it sets none",
+}
+
+type limitRow struct{ Key, Label, Value string }
+
 type adminData struct {
 	Users     []adminUser
-	Limits    store.Limits
+	Limits    []limitRow
+	LimitsErr string
 	Analytics []AnalyticsRow
 	NoCounts  string
 	Name      string
@@ -522,7 +534,17 @@ func (u *UI) adminWith(w http.ResponseWriter, r *http.Request, c *caller, status
 		}
 		d.Users = append(d.Users, au)
 	}
-	d.Limits, d.Self = u.o.Store.Limits, c.user.Name
+	d.Self = c.user.Name
+	if d.Limits == nil {
+		l, err := u.o.Store.EffectiveLimits(r.Context())
+		if err != nil {
+			u.internal(w, r, c, err)
+			return
+		}
+		for _, k := range store.LimitKeys() {
+			d.Limits = append(d.Limits, limitRow{Key: k, Label: limitLabels[k], Value: store.LimitValue(l, k)})
+		}
+	}
 	switch {
 	case u.o.Analytics == nil:
 		d.NoCounts = "No analytics are collected by this platform."
@@ -587,4 +609,46 @@ func (u *UI) deleteUser(w http.ResponseWriter, r *http.Request, c *caller) {
 	u.clients.forget(name)
 	setFlash(w, "User "+name+" removed (their personal namespace is kept).")
 	http.Redirect(w, r, "/admin", http.StatusSeeOther)
+}
+
+// setLimits saves the quota and limits new namespaces get.
+func (u *UI) setLimits(w http.ResponseWriter, r *http.Request, c *caller) {
+	if !u.form(w, r, c) {
+		return
+	}
+	var l store.Limits
+	var rows []limitRow
+	for _, k := range store.LimitKeys() {
+		v := strings.TrimSpace(r.PostForm.Get(k))
+		rows = append(rows, limitRow{Key: k, Label: limitLabels[k], Value: v})
+	}
+	l = limitsFrom(rows)
+	err := u.o.Store.SetLimits(r.Context(), l)
+	u.audit(r, c.user.Name, store.Audit{Action: "set-limits", Kind: "ConfigMap", Name: store.SettingsName, Err: err})
+	if err != nil {
+		status, msg, ok := failStatus(err)
+		if !ok {
+			u.internal(w, r, c, err)
+			return
+		}
+		u.adminWith(w, r, c, status, adminData{Limits: rows, LimitsErr: msg})
+		return
+	}
+	setFlash(w, "Saved: namespaces made from now on get these quota and limits.")
+	http.Redirect(w, r, "/admin", http.StatusSeeOther)
+}
+
+func limitsFrom(rows []limitRow) store.Limits {
+	var l store.Limits
+	set := map[string]*string{
+		"quota.cpu": &l.QuotaCPU, "quota.memory": &l.QuotaMemory, "quota.pods": &l.QuotaPods, "quota.storage": &l.QuotaStorage,
+		"default.cpu": &l.DefaultCPU, "default.memory": &l.DefaultMemory,
+		"default-request.cpu": &l.DefaultRequestCPU, "default-request.memory": &l.DefaultRequestMemory,
+	}
+	for _, r := range rows {
+		if p := set[r.Key]; p != nil {
+			*p = r.Value
+		}
+	}
+	return l
 }

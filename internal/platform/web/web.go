@@ -162,6 +162,7 @@ func (u *UI) routes() {
 	m.HandleFunc("GET /admin", u.admin(u.adminPage))
 	m.HandleFunc("POST /admin/users", u.admin(u.createUser))
 	m.HandleFunc("POST /admin/users/{name}/delete", u.admin(u.deleteUser))
+	m.HandleFunc("POST /admin/limits", u.admin(u.setLimits))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c, _ := u.caller(r)
 		u.errorPage(w, r, c, http.StatusNotFound, "There is no page at "+r.URL.Path+".")

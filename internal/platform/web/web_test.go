@@ -321,9 +321,32 @@ func TestPagesOnFakes(t *testing.T) {
 	if p := f.do(admin, "GET", "/admin", nil, nil); p.status != 200 || !strings.Contains(p.body, "alice") || !strings.Contains(p.body, "50Gi") {
 		t.Errorf("admin page: %d\n%s", p.status, p.body)
 	}
+	// Quota defaults: a bad quantity refused naming the field; good ones saved and given to the next namespace.
+	limits := url.Values{}
+	for _, k := range store.LimitKeys() {
+		limits.Set(k, store.LimitValue(store.DefaultLimits, k))
+	}
+	limits.Set("quota.pods", "lots")
+	if p := f.do(admin, "POST", "/admin/limits", limits, nil); p.status != http.StatusBadRequest || !strings.Contains(p.body, "quota.pods") {
+		t.Errorf("a bad quota: %d\n%s", p.status, p.body)
+	}
+	limits.Set("quota.pods", "7")
+	if p := f.do(admin, "POST", "/admin/limits", limits, nil); p.status != http.StatusSeeOther {
+		t.Errorf("saving the quota: %d\n%s", p.status, p.body)
+	}
+	if p := f.do(f.signIn("alice"), "POST", "/admin/limits", limits, nil); p.status != http.StatusNotFound {
+		t.Errorf("alice saving the quota: %d, want 404 (not an admin)", p.status)
+	}
+	if p := f.do(admin, "GET", "/admin", nil, nil); !strings.Contains(p.body, `name="quota.pods" value="7"`) {
+		t.Errorf("the admin page does not show the saved quota")
+	}
 	p = f.do(admin, "POST", "/admin/users", url.Values{"name": {"carol"}}, nil)
 	if p.status != http.StatusCreated || !strings.Contains(p.body, "dvt_") {
 		t.Errorf("create user: %d\n%s", p.status, p.body)
+	}
+	q, err := f.kc.CoreV1().ResourceQuotas("carol").Get(context.Background(), store.QuotaName, metav1.GetOptions{})
+	if err != nil || q.Spec.Hard.Pods().String() != "7" {
+		t.Errorf("carol's quota: %v %v, want 7 pods (the saved default)", q, err)
 	}
 }
 
