@@ -27,6 +27,7 @@ import (
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/client"
 	"github.com/devtool/devtool/internal/platform/install"
+	"github.com/devtool/devtool/internal/platform/store"
 	"github.com/devtool/devtool/internal/testcluster"
 )
 
@@ -64,10 +65,6 @@ func TestWebUIInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	me, err := admin.Me(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sb [3]byte
 	_, _ = rand.Read(sb[:])
 	s := hex.EncodeToString(sb[:])
@@ -267,6 +264,25 @@ func TestWebUIInChromium(t *testing.T) {
 		t.Errorf("admin page: %d\n%s", st, text)
 	}
 	b.shot(ad, "admin")
+	// Quota defaults: saved in the UI, given to the next user's namespace; put back afterwards
+	// (other tests share this platform).
+	settings := c.Clientset.CoreV1().ConfigMaps(platformNamespace(t, c, base.Port()))
+	orig, origErr := settings.Get(ctx, store.SettingsName, metav1.GetOptions{})
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if apierrors.IsNotFound(origErr) {
+			_ = settings.Delete(ctx, store.SettingsName, metav1.DeleteOptions{})
+		} else if origErr == nil {
+			if cur, err := settings.Get(ctx, store.SettingsName, metav1.GetOptions{}); err == nil {
+				cur.Data = orig.Data
+				_, _ = settings.Update(ctx, cur, metav1.UpdateOptions{})
+			}
+		}
+	})
+	if st, text := b.submit(ad, map[string]string{"#limit-quota\\.pods": "30"}, "#limits-submit"); st != 200 || !strings.Contains(text, "Saved") {
+		t.Errorf("saving the quota defaults: %d\n%s", st, text)
+	}
+	b.shot(ad, "admin-limits-saved")
 	carol := "carol-" + s
 	t.Cleanup(func() {
 		_ = admin.DeleteUser(context.Background(), carol)
@@ -280,10 +296,14 @@ func TestWebUIInChromium(t *testing.T) {
 		t.Errorf("creating a user: %d\n%s", st, text)
 	}
 	b.shot(ad, "admin-user-created")
-	for _, path := range []string{"/namespaces", "/namespaces/" + me.Namespace, "/secrets", "/tokens"} {
-		if me.Namespace == "" && strings.HasSuffix(path, "/") {
-			continue
-		}
+	if q, err := c.Clientset.CoreV1().ResourceQuotas(carol).Get(ctx, store.QuotaName, metav1.GetOptions{}); err != nil || q.Spec.Hard.Pods().String() != "30" {
+		t.Errorf("the new user's namespace quota: %v, want 30 pods (the saved default)", err)
+	}
+	paths := []string{"/namespaces", "/secrets", "/tokens"}
+	if nss, err := admin.Namespaces(ctx); err == nil && len(nss) > 0 {
+		paths = append(paths, "/namespaces/"+nss[0].Name)
+	}
+	for _, path := range paths {
 		if st, _ := b.open(ad, page(path)); st != 200 {
 			t.Errorf("admin %s: %d", path, st)
 		}
@@ -441,26 +461,30 @@ func TestWebSessionAcrossReplicas(t *testing.T) {
 	}
 }
 
+// platformNamespace is the namespace of the platform whose Service has node port port.
+func platformNamespace(t *testing.T, c *testcluster.Cluster, port string) string {
+	t.Helper()
+	svcs, err := c.Clientset.CoreV1().Services("").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=devtool-platform"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range svcs.Items {
+		for _, sp := range s.Spec.Ports {
+			if strconv.Itoa(int(sp.NodePort)) == port && s.Name == install.Name {
+				return s.Namespace
+			}
+		}
+	}
+	t.Fatalf("no platform Service with node port %s", port)
+	return ""
+}
+
 // platformPodClients returns one HTTP client per ready pod of the platform whose NodePort is port,
 // each dialling that pod's IP (on the pod bridge) directly, not following redirects.
 func platformPodClients(t *testing.T, c *testcluster.Cluster, port string, ca []byte) []*http.Client {
 	t.Helper()
 	ctx := context.Background()
-	svcs, err := c.Clientset.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=devtool-platform"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := ""
-	for _, s := range svcs.Items {
-		for _, sp := range s.Spec.Ports {
-			if strconv.Itoa(int(sp.NodePort)) == port && s.Name == install.Name {
-				ns = s.Namespace
-			}
-		}
-	}
-	if ns == "" {
-		t.Fatalf("no platform Service with node port %s", port)
-	}
+	ns := platformNamespace(t, c, port)
 	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + install.Name})
 	if err != nil {
 		t.Fatal(err)
