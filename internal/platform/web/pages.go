@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -508,7 +509,11 @@ type adminData struct {
 	Users     []adminUser
 	Limits    []limitRow
 	LimitsErr string
+	// Analytics: Collected says whether a store for them exists, On whether the admin allows them.
+	Collected bool
+	On        bool
 	Analytics []AnalyticsRow
+	Installs  map[string]int64 // by day: installations that sent events (an estimate)
 	NoCounts  string
 	Name      string
 	AdminBox  bool
@@ -547,24 +552,18 @@ func (u *UI) adminWith(w http.ResponseWriter, r *http.Request, c *caller, status
 	}
 	switch {
 	case u.o.Analytics == nil:
-		d.NoCounts = "No analytics are collected by this platform."
+		d.NoCounts = "This platform runs without a store for analytics."
 	default:
-		rows, err := u.o.Analytics.Counts(r.Context())
+		d.Collected, d.On = true, u.o.Analytics.Enabled()
+		rep, err := u.o.Analytics.Report(analyticsDays)
 		if err != nil {
 			d.NoCounts = "The analytics could not be read: " + err.Error()
-		} else if len(rows) == 0 {
-			d.NoCounts = "No analytics events have arrived yet."
+			break
 		}
-		sort.SliceStable(rows, func(i, j int) bool {
-			if rows[i].Day != rows[j].Day {
-				return rows[i].Day > rows[j].Day
-			}
-			if rows[i].Command != rows[j].Command {
-				return rows[i].Command < rows[j].Command
-			}
-			return rows[i].Version < rows[j].Version
-		})
-		d.Analytics = rows
+		d.Analytics, d.Installs = analyticsRows(rep)
+		if len(d.Analytics) == 0 {
+			d.NoCounts = fmt.Sprintf("No analytics events in the last %d days.", analyticsDays)
+		}
 	}
 	u.render(w, r, status, "admin", c, "Administration", d)
 }
@@ -651,4 +650,70 @@ func limitsFrom(rows []limitRow) store.Limits {
 		}
 	}
 	return l
+}
+
+// analyticsDays is how far back the admin page shows analytics.
+const analyticsDays = 14
+
+// analyticsRows sums a report's counts by day, command and version (every OS, architecture),
+// newest day first.
+func analyticsRows(rep api.AnalyticsReport) ([]AnalyticsRow, map[string]int64) {
+	type k struct{ day, cmd, ver string }
+	sum := map[k]*AnalyticsRow{}
+	installs := map[string]int64{}
+	var out []AnalyticsRow
+	for _, d := range rep.Days {
+		installs[d.Date] = d.Installs
+		for _, c := range d.Counts {
+			key := k{d.Date, c.Command, c.Version}
+			r := sum[key]
+			if r == nil {
+				r = &AnalyticsRow{Day: d.Date, Command: c.Command, Version: c.Version}
+				sum[key] = r
+			}
+			if c.Success {
+				r.Successes += c.Count
+			} else {
+				r.Failures += c.Count
+			}
+		}
+	}
+	for _, r := range sum {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Day != out[j].Day {
+			return out[i].Day > out[j].Day
+		}
+		if out[i].Command != out[j].Command {
+			return out[i].Command < out[j].Command
+		}
+		return out[i].Version < out[j].Version
+	})
+	return out, installs
+}
+
+// setAnalytics switches the platform's analytics on or off (the admin's setting, as the API's
+// PUT /api/v1/analytics/settings).
+func (u *UI) setAnalytics(w http.ResponseWriter, r *http.Request, c *caller) {
+	if !u.form(w, r, c) {
+		return
+	}
+	if u.o.Analytics == nil {
+		u.adminWith(w, r, c, http.StatusConflict, adminData{Error: "This platform runs without a store for analytics."})
+		return
+	}
+	on := r.PostForm.Get("enabled") == "true"
+	err := u.o.Analytics.SetEnabled(r.Context(), on)
+	u.audit(r, c.user.Name, store.Audit{Action: "set-analytics", Kind: "ConfigMap", Name: "devtool-analytics-settings", Detail: "enabled=" + strconv.FormatBool(on), Err: err})
+	if err != nil {
+		u.internal(w, r, c, err)
+		return
+	}
+	if on {
+		setFlash(w, "Analytics are on: the CLI sends its events when its user allows them too.")
+	} else {
+		setFlash(w, "Analytics are off: the platform accepts no events.")
+	}
+	http.Redirect(w, r, "/admin", http.StatusSeeOther)
 }

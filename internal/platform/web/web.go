@@ -40,12 +40,16 @@ const CookieName = "__Host-devtool-session"
 // nil: the sign-in page takes API tokens only.
 type PasswordChecker func(ctx context.Context, name, password, remoteAddr string) (*store.User, error)
 
-// Analytics gives the admin page its counts; nil: the page says there are none.
+// Analytics is the platform's analytics (*analytics.Aggregator): the admin page shows its daily
+// counts and switches it on and off; nil: the page says none are collected.
 type Analytics interface {
-	Counts(ctx context.Context) ([]AnalyticsRow, error)
+	Enabled() bool
+	SetEnabled(ctx context.Context, enabled bool) error
+	Report(days int) (api.AnalyticsReport, error)
 }
 
-// AnalyticsRow is one aggregate: the runs of a command by a CLI version on a day.
+// AnalyticsRow is one line of the admin page: the runs of a command by a CLI version on a day
+// (every OS and architecture together).
 type AnalyticsRow struct {
 	Day       string // YYYY-MM-DD
 	Command   string
@@ -163,6 +167,7 @@ func (u *UI) routes() {
 	m.HandleFunc("POST /admin/users", u.admin(u.createUser))
 	m.HandleFunc("POST /admin/users/{name}/delete", u.admin(u.deleteUser))
 	m.HandleFunc("POST /admin/limits", u.admin(u.setLimits))
+	m.HandleFunc("POST /admin/analytics", u.admin(u.setAnalytics))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c, _ := u.caller(r)
 		u.errorPage(w, r, c, http.StatusNotFound, "There is no page at "+r.URL.Path+".")

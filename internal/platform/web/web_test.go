@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -430,5 +431,44 @@ func BenchmarkRenderNamespace50(b *testing.B) {
 		if w.Code != 200 || w.Body.Len() < 10000 {
 			b.Fatalf("status %d, %d bytes", w.Code, w.Body.Len())
 		}
+	}
+}
+
+type fakeAnalytics struct {
+	on  bool
+	rep api.AnalyticsReport
+}
+
+func (f *fakeAnalytics) Enabled() bool                               { return f.on }
+func (f *fakeAnalytics) SetEnabled(_ context.Context, on bool) error { f.on = on; return nil }
+func (f *fakeAnalytics) Report(int) (api.AnalyticsReport, error)     { return f.rep, nil }
+
+// TestAdminAnalytics: the admin page sums the daily counts by command and version (every OS and
+// architecture), shows the installations estimate, and switches analytics on and off.
+func TestAdminAnalytics(t *testing.T) {
+	f := newFixture(t)
+	fa := &fakeAnalytics{rep: api.AnalyticsReport{Days: []api.AnalyticsDay{{Date: "2026-11-27", Installs: 3, Counts: []api.AnalyticsCount{
+		{Command: "deploy", Version: "1.2.0", OS: "linux", Arch: "amd64", Success: true, Count: 5},
+		{Command: "deploy", Version: "1.2.0", OS: "darwin", Arch: "arm64", Success: true, Count: 2},
+		{Command: "deploy", Version: "1.2.0", OS: "linux", Arch: "amd64", Success: false, Count: 1},
+	}}}}}
+	ui, err := New(Options{Store: f.st, Info: api.Info{Domain: "devtool.localhost"}, Analytics: fa})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ts.Close()
+	f.ts = httptest.NewTLSServer(ui.Handler())
+	defer f.ts.Close()
+	admin := f.signIn("admin")
+	p := f.do(admin, "GET", "/admin", nil, nil)
+	if !regexp.MustCompile(`<td>2026-11-27</td><td>3</td><th scope="row">deploy</th><td>1.2.0</td><td>7</td><td class="bad">1</td>`).MatchString(p.body) ||
+		!strings.Contains(p.body, "Analytics are <strong>off</strong>") {
+		t.Errorf("admin page analytics:\n%s", p.body)
+	}
+	if p := f.do(admin, "POST", "/admin/analytics", url.Values{"enabled": {"true"}}, nil); p.status != http.StatusSeeOther || !fa.on {
+		t.Errorf("turning analytics on: %d, on=%v", p.status, fa.on)
+	}
+	if p := f.do(f.signIn("alice"), "POST", "/admin/analytics", url.Values{"enabled": {"false"}}, nil); p.status != http.StatusNotFound || !fa.on {
+		t.Errorf("alice turning analytics off: %d, on=%v", p.status, fa.on)
 	}
 }
