@@ -132,7 +132,22 @@ func (b *browser) open(ctx context.Context, url string) (int, string) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 		b.t.Fatalf("opening %s: no main element: %v", url, err)
 	}
-	return int(resp.Status), b.text(ctx, "main")
+	return b.status(ctx, resp), b.text(ctx, "main")
+}
+
+// status is the document's HTTP status: the navigation's response, or, when chromedp matched none
+// to it (it happens while the previous page still has a stream open), the page's own Navigation
+// Timing entry.
+func (b *browser) status(ctx context.Context, resp *network.Response) int {
+	b.t.Helper()
+	if resp != nil {
+		return int(resp.Status)
+	}
+	st, err := chromedp.Run(ctx, chromedp.Evaluate[int](`performance.getEntriesByType('navigation')[0].responseStatus`))
+	if err != nil {
+		b.t.Fatalf("reading the page's status: %v", err)
+	}
+	return st
 }
 
 func (b *browser) text(ctx context.Context, sel string) string {
@@ -192,7 +207,7 @@ func (b *browser) submit(ctx context.Context, fields map[string]string, button s
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 		b.t.Fatalf("after submitting %s: no main element: %v", button, err)
 	}
-	return int(resp.Status), b.text(ctx, "main")
+	return b.status(ctx, resp), b.text(ctx, "main")
 }
 
 // networkChanged: Chromium on Linux fails the requests in flight when a network interface comes or

@@ -169,8 +169,17 @@ func TestWebUIInChromium(t *testing.T) {
 	first := waitTick(t, b, at, -1)
 	last := waitTick(t, b, at, first+3)
 	t.Logf("the logs page followed the pod from tick %d to tick %d", first, last)
-	if status := b.text(at, "#log-status"); !strings.Contains(status, "Following") {
-		t.Errorf("log status: %q", status)
+	// The page says it follows (after a reconnect too: Chromium drops streams when a pod's
+	// network interface comes or goes, and the page's script opens a new one).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		status := b.text(at, "#log-status")
+		if strings.Contains(status, "Following") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("log status: %q", status)
+			break
+		}
 	}
 	b.shot(at, "alice-logs")
 	if st, _ := b.open(at, page("/namespaces/"+aliceName+"/logs")); st != 200 {
@@ -266,7 +275,7 @@ func TestWebUIInChromium(t *testing.T) {
 	b.shot(ad, "admin")
 	// Quota defaults: saved in the UI, given to the next user's namespace; put back afterwards
 	// (other tests share this platform).
-	settings := c.Clientset.CoreV1().ConfigMaps(platformNamespace(t, c, base.Port()))
+	settings := c.Clientset.CoreV1().ConfigMaps(platformNamespace(t, c, p))
 	orig, origErr := settings.Get(ctx, store.SettingsName, metav1.GetOptions{})
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -409,7 +418,7 @@ func TestWebSessionAcrossReplicas(t *testing.T) {
 		_ = admin.DeleteUser(context.Background(), name)
 		_ = c.Clientset.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	pods := platformPodClients(t, c, base.Port(), ca)
+	pods := platformPodClients(t, c, p, ca)
 	if len(pods) < 2 {
 		t.Fatalf("%d ready platform pods, want 2", len(pods))
 	}
@@ -461,30 +470,12 @@ func TestWebSessionAcrossReplicas(t *testing.T) {
 	}
 }
 
-// platformNamespace is the namespace of the platform whose Service has node port port.
-func platformNamespace(t *testing.T, c *testcluster.Cluster, port string) string {
-	t.Helper()
-	svcs, err := c.Clientset.CoreV1().Services("").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=devtool-platform"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range svcs.Items {
-		for _, sp := range s.Spec.Ports {
-			if strconv.Itoa(int(sp.NodePort)) == port && s.Name == install.Name {
-				return s.Namespace
-			}
-		}
-	}
-	t.Fatalf("no platform Service with node port %s", port)
-	return ""
-}
-
-// platformPodClients returns one HTTP client per ready pod of the platform whose NodePort is port,
-// each dialling that pod's IP (on the pod bridge) directly, not following redirects.
-func platformPodClients(t *testing.T, c *testcluster.Cluster, port string, ca []byte) []*http.Client {
+// platformPodClients returns one HTTP client per ready pod of the platform p, each dialling that
+// pod's IP (on the pod bridge) directly, not following redirects.
+func platformPodClients(t *testing.T, c *testcluster.Cluster, p platformFiles, ca []byte) []*http.Client {
 	t.Helper()
 	ctx := context.Background()
-	ns := platformNamespace(t, c, port)
+	ns := platformNamespace(t, c, p)
 	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + install.Name})
 	if err != nil {
 		t.Fatal(err)
