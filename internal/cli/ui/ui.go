@@ -108,7 +108,8 @@ func run(ctx context.Context, opts *Options) error {
 	fmt.Fprintf(opts.IO.Out, "http://%s/?token=%s\n", ln.Addr(), token)
 	err = web.ServeLocal(ctx, ln, web.LocalOptions{
 		Kube: target.Kube.Clientset, Namespace: target.Namespace, Environment: p.Name, Context: target.ContextName,
-		Devs: devs, Token: token, Log: opts.Logger,
+		EndpointPort: target.EndpointPort,
+		Devs:         devs, Token: token, Log: opts.Logger,
 	})
 	if ctx.Err() != nil { // Ctrl-C is how ui ends: not an error
 		return nil

@@ -58,7 +58,9 @@ type LocalOptions struct {
 	Namespace   string
 	Environment string
 	Context     string // the kube context's name, shown
-	Devs        []LocalDevSource
+	// EndpointPort is the HTTPS port endpoints answer on (0: 443; a platform's ingress has its own).
+	EndpointPort int
+	Devs         []LocalDevSource
 	// Token is required in every request (constant-time compared).
 	Token string
 	Log   *slog.Logger
@@ -191,7 +193,7 @@ func (l *Local) errorPage(w http.ResponseWriter, r *http.Request, status int, ms
 }
 
 func (l *Local) environment(w http.ResponseWriter, r *http.Request) {
-	d, err := ReadEnvironment(r.Context(), l.o.Kube, l.o.Namespace, l.o.Environment, l.o.Now())
+	d, err := ReadEnvironment(r.Context(), l.o.Kube, l.o.Namespace, l.o.Environment, l.o.EndpointPort, l.o.Now())
 	if err != nil {
 		l.o.Log.Error("reading the environment", "err", err)
 		l.errorPage(w, r, http.StatusBadGateway, "The cluster could not be read: "+err.Error())

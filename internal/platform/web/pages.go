@@ -154,7 +154,7 @@ func (u *UI) namespaceWith(w http.ResponseWriter, r *http.Request, c *caller, st
 			d.Owners++
 		}
 	}
-	if d.View, err = ReadNamespace(r.Context(), kc, name, u.o.Now()); err != nil {
+	if d.View, err = ReadNamespace(r.Context(), kc, name, u.o.Info.EndpointPort, u.o.Now()); err != nil {
 		u.internal(w, r, c, err)
 		return
 	}
@@ -261,7 +261,7 @@ func (u *UI) environment(w http.ResponseWriter, r *http.Request, c *caller) {
 		u.internal(w, r, c, err)
 		return
 	}
-	d, err := ReadEnvironment(r.Context(), kc, ns, env, u.o.Now())
+	d, err := ReadEnvironment(r.Context(), kc, ns, env, u.o.Info.EndpointPort, u.o.Now())
 	if err != nil {
 		u.internal(w, r, c, err)
 		return

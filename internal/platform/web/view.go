@@ -118,8 +118,9 @@ func (s *sections) note(name string, err error) error {
 	return fmt.Errorf("reading %s: %w", name, err)
 }
 
-// ReadNamespace reads a namespace's environments, dev containers and quota.
-func ReadNamespace(ctx context.Context, kc kubernetes.Interface, ns string, now time.Time) (*NamespaceView, error) {
+// ReadNamespace reads a namespace's environments, dev containers and quota. port is the HTTPS port
+// endpoints answer on (0: 443), as deploy.Endpoints takes it.
+func ReadNamespace(ctx context.Context, kc kubernetes.Interface, ns string, port int, now time.Time) (*NamespaceView, error) {
 	v := &NamespaceView{Problems: map[string]string{}}
 	sec := &sections{problems: map[string]string{}}
 	var (
@@ -142,7 +143,7 @@ func ReadNamespace(ctx context.Context, kc kubernetes.Interface, ns string, now 
 	})
 	g.Go(func() error {
 		var err error
-		ings, err = endpointsByEnv(gctx, kc, ns, "")
+		ings, err = endpointsByEnv(gctx, kc, ns, "", port)
 		return sec.note("endpoints", err)
 	})
 	g.Go(func() error {
@@ -194,7 +195,7 @@ func ReadNamespace(ctx context.Context, kc kubernetes.Interface, ns string, now 
 }
 
 // ReadEnvironment reads one environment: its record, Services, pods, endpoints and dev containers.
-func ReadEnvironment(ctx context.Context, kc kubernetes.Interface, ns, env string, now time.Time) (*EnvDetail, error) {
+func ReadEnvironment(ctx context.Context, kc kubernetes.Interface, ns, env string, port int, now time.Time) (*EnvDetail, error) {
 	d := &EnvDetail{Name: env}
 	sec := &sections{problems: map[string]string{}}
 	sel := logs.Selector(env)
@@ -222,7 +223,7 @@ func ReadEnvironment(ctx context.Context, kc kubernetes.Interface, ns, env strin
 	})
 	g.Go(func() error {
 		var err error
-		ings, err = endpointsByEnv(gctx, kc, ns, env)
+		ings, err = endpointsByEnv(gctx, kc, ns, env, port)
 		return sec.note("endpoints", err)
 	})
 	g.Go(func() error {
@@ -252,10 +253,10 @@ func ReadEnvironment(ctx context.Context, kc kubernetes.Interface, ns, env strin
 
 // endpointsByEnv reads the namespace's Ingresses labelled with an environment (env "" : every
 // environment) and groups their URLs by environment, as `devtool endpoints` lists them.
-func endpointsByEnv(ctx context.Context, kc kubernetes.Interface, ns, env string) (map[string][]deploy.PublicEndpoint, error) {
+func endpointsByEnv(ctx context.Context, kc kubernetes.Interface, ns, env string, port int) (map[string][]deploy.PublicEndpoint, error) {
 	out := map[string][]deploy.PublicEndpoint{}
 	if env != "" {
-		eps, err := deploy.Endpoints(ctx, kc, ns, env)
+		eps, err := deploy.Endpoints(ctx, kc, ns, env, port)
 		if err != nil {
 			return nil, err
 		}
@@ -271,7 +272,7 @@ func endpointsByEnv(ctx context.Context, kc kubernetes.Interface, ns, env string
 		envs[ing.Labels[kube.LabelDeployedBy]] = true
 	}
 	for e := range envs {
-		eps, err := deploy.Endpoints(ctx, kc, ns, e)
+		eps, err := deploy.Endpoints(ctx, kc, ns, e, port)
 		if err != nil {
 			return nil, err
 		}

@@ -446,7 +446,7 @@ func TestPageRenderTimes(t *testing.T) {
 	}
 	reads := func() time.Duration {
 		start := time.Now()
-		if _, err := ReadNamespace(ctx, kc, alice, time.Now()); err != nil {
+		if _, err := ReadNamespace(ctx, kc, alice, 0, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		return time.Since(start)
