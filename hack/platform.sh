@@ -11,7 +11,8 @@ export KUBECONFIG=${KUBECONFIG:-$KUBECONFIG_OUT}
 [ -d "$BIN" ] && export PATH=$BIN:$PATH   # the cluster's kubectl
 NS=${PLATFORM_NAMESPACE:-devtool-system}
 # PLATFORM_NAMESPACE and PLATFORM_OUT_DIR install a second instance beside the lead's (its files in
-# its own folder); PLATFORM_ANALYTICS=true lets it accept analytics events from the start.
+# its own folder; tests find it through DEVTOOL_TEST_PLATFORM_DIR=<that folder>); PLATFORM_ANALYTICS=true
+# lets it accept analytics events from the start.
 OUT=${PLATFORM_OUT_DIR:-$STATE}
 files=("$OUT/platform-url" "$OUT/platform-ca.crt" "$OUT/platform-admin-token")
 case "${1:-}" in
@@ -35,11 +36,15 @@ down)
       kubectl delete clusterrolebinding,clusterrole "devtool-platform-$NS" "devtool-ingress-$NS" --ignore-not-found >/dev/null
       kubectl delete ingressclass "devtool-$NS" --ignore-not-found >/dev/null
     fi
-    # only the namespaces this instance made (another instance's users keep theirs)
-    for ns in $(kubectl get namespace -l devtool.dev/managed=true -o name); do
-      owner=$(kubectl get "$ns" -o jsonpath='{.metadata.annotations.devtool\.dev/platform}')
-      if [ "$owner" = "$NS" ] || { [ -z "$owner" ] && [ "$NS" = devtool-system ]; }; then
-        kubectl delete "$ns" --ignore-not-found --wait=false >/dev/null
+    # Only the namespaces this instance made (annotated with its namespace; older ones without the
+    # annotation: those its users are members of). Another instance's users keep theirs.
+    members=" $(kubectl get rolebindings -A -l devtool.dev/member \
+      -o jsonpath="{range .items[?(@.subjects[0].namespace==\"$NS\")]}{.metadata.namespace}{\" \"}{end}") "
+    for n in $(kubectl get namespace -l devtool.dev/managed=true -o name); do
+      n=${n#namespace/}
+      owner=$(kubectl get namespace "$n" -o jsonpath='{.metadata.annotations.devtool\.dev/platform}' 2>/dev/null || true)
+      if [ "$owner" = "$NS" ] || { [ -z "$owner" ] && [[ "$members" == *" $n "* ]]; }; then
+        kubectl delete namespace "$n" --ignore-not-found --wait=false >/dev/null
       fi
     done
     kubectl delete namespace "$NS" --ignore-not-found >/dev/null

@@ -1,6 +1,6 @@
-// Command devtool-platform is the platform server (docs/platform.md): `serve` runs the API in the
-// cluster, `ingress` runs the platform's ingress proxy, `install` puts the platform into a cluster
-// (run by deploy/platform/devtool.yml).
+// Command devtool-platform is the platform server (docs/platform.md): `serve` runs the API and the
+// web UI in the cluster, `ingress` runs the platform's ingress proxy, `install` puts the platform into
+// a cluster (run by deploy/platform/devtool.yml).
 package main
 
 import (
@@ -30,7 +30,9 @@ import (
 	"github.com/devtool/devtool/internal/platform/install"
 	"github.com/devtool/devtool/internal/platform/leader"
 	"github.com/devtool/devtool/internal/platform/server"
+	"github.com/devtool/devtool/internal/platform/sso"
 	"github.com/devtool/devtool/internal/platform/store"
+	"github.com/devtool/devtool/internal/platform/web"
 )
 
 const usage = `usage: devtool-platform serve|ingress|install [flags]   (devtool-platform <command> -h lists the flags)`
@@ -116,7 +118,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	hashWait := fs.Duration("password-hash-wait", 10*time.Second, "how long a login waits for a hash slot before 429")
 	kubeQPS := fs.Float64("kube-qps", 100, "requests per second to the Kubernetes API (client-go's default of 5 throttles logins)")
 	kubeBurst := fs.Int("kube-burst", 200, "burst of requests to the Kubernetes API")
-	sweep := fs.Duration("sweep-interval", time.Minute, "how often the leader sweeps expired tokens, stale failed-login counts and expired logins")
+	sweep := fs.Duration("sweep-interval", time.Minute, "how often the leader sweeps expired tokens, web sessions and logins and stale failed-login counts")
+	withWeb := fs.Bool("web", true, "serve the web UI beside the API: its pages are where people sign in (browser and device logins of the CLI, single sign-on); docs/platform.md")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -156,19 +159,39 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if instance == "" {
 		instance, _ = os.Hostname()
 	}
-	srv := server.New(server.Options{Store: st, Log: log, Instance: instance, ExternalURL: *externalURL, Analytics: agg, Info: api.Info{
-		Version: buildinfo.Version, MinCLIVersion: *minCLI, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain, Registry: *registry,
-		IngressClass: *ingressClass, EndpointPort: *endpointPort,
-	}})
+	info := api.Info{Version: buildinfo.Version, MinCLIVersion: *minCLI, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain,
+		Registry: *registry, IngressClass: *ingressClass, EndpointPort: *endpointPort}
+	var (
+		srv *server.Server
+		ui  *web.UI
+	)
+	providers := sso.New(st, log)
+	so := server.Options{Store: st, Log: log, Instance: instance, ExternalURL: *externalURL, Analytics: agg, Info: info, SSO: providers}
+	if *withWeb {
+		// The UI shares the server's rate limits and password check (with its lockout and audit).
+		ui, err = web.New(web.Options{Store: st, Info: info, Log: log, Instance: instance, Analytics: agg, SSO: providers, ExternalURL: *externalURL,
+			CheckPassword: func(ctx context.Context, name, password, addr string) (*store.User, error) {
+				return srv.CheckPassword(ctx, name, password, addr)
+			},
+			AllowAccount: func(user string) bool { return srv.AllowAccount(user) },
+			AllowLogin:   func(addr, account string) bool { return srv.AllowLogin(addr, account) },
+			NoteUser:     server.NoteUser})
+		if err != nil {
+			return err
+		}
+		so.Web = ui.Handler()
+	}
+	srv = server.New(so)
 	handler := srv.Handler()
 	if *ticketKey != "" {
 		key, err := readKey(*ticketKey, ed25519.PrivateKeySize)
 		if err != nil {
 			return err
 		}
-		// Private endpoints' sign-in (internal/platform/ingress): the token form until the web UI
-		// gives its session and sign-in page (LoginOptions.Session, SignInURL).
-		login := ingress.LoginHandler(ingress.LoginOptions{Key: ed25519.PrivateKey(key), Domain: *domain, Log: log,
+		// Private endpoints' sign-in (internal/platform/ingress): the web UI's session when the
+		// browser has one, else its sign-in page, which comes back here (the token form when the
+		// UI is off).
+		lo := ingress.LoginOptions{Key: ed25519.PrivateKey(key), Domain: *domain, Log: log,
 			Authenticate: func(ctx context.Context, token string) (ingress.Identity, error) {
 				u, _, err := st.Authenticate(ctx, token)
 				if errors.Is(err, store.ErrBadToken) {
@@ -177,9 +200,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 					return ingress.Identity{}, err
 				}
 				return ingress.Identity{User: u.Name, KubeUser: st.SAUsername(u.Name)}, nil
-			}})
+			}}
+		if ui != nil {
+			lo.Session = func(r *http.Request) (ingress.Identity, bool) {
+				u, ok := ui.SessionUser(r)
+				if !ok {
+					return ingress.Identity{}, false
+				}
+				return ingress.Identity{User: u.Name, KubeUser: st.SAUsername(u.Name)}, true
+			}
+			lo.SignInURL = func(next string) string { return web.SignInURL("", next) }
+		}
 		mux := http.NewServeMux()
-		mux.Handle(ingress.LoginPath, login)
+		mux.Handle(ingress.LoginPath, ingress.LoginHandler(lo))
 		mux.Handle("/", handler)
 		handler = mux
 	}
@@ -216,6 +249,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		ln.Close()
 		return err
 	}
+	if ui != nil {
+		// Long answers (the web UI's log streams) end when shutdown starts instead of holding it
+		// until its deadline; other requests finish normally.
+		hs.RegisterOnShutdown(ui.CloseStreams)
+	}
 	log.Info("serving", "addr", ln.Addr().String(), "version", buildinfo.Version)
 	done := make(chan error, 1)
 	go func() { done <- hs.ServeTLS(ln, "", "") }()
@@ -231,7 +269,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 						log.Warn("sweep", "err", err)
 					}
 					if n != (store.Swept{}) {
-						log.Info("swept", "tokens", n.Tokens, "failedLogins", n.Failures, "logins", n.Logins)
+						log.Info("swept", "tokens", n.Tokens, "failedLogins", n.Failures, "logins", n.Logins, "sessions", n.Sessions)
 					}
 				})
 			}})

@@ -3,6 +3,7 @@ package dev
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -282,4 +283,30 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("dev %s: releasing its lease: %w", l.dev, err)
 	}
 	return nil
+}
+
+// LeaseStatus is who holds a dev container's lease as the cluster shows it (for the web UI):
+// the holder, when it took and last renewed the lease, and whether it is still live (renewed
+// within its duration).
+type LeaseStatus struct {
+	Dev     string
+	Holder  Holder
+	Since   time.Time
+	Renewed time.Time
+	Live    bool
+}
+
+// ReadLeaseStatus reads a dev container's Lease object (one named LeaseName(dev)).
+func ReadLeaseStatus(l *coordinationv1.Lease, now time.Time) LeaseStatus {
+	st := LeaseStatus{Dev: l.Labels[LabelDev], Holder: leaseHolder(l), Live: !leaseExpired(l, now)}
+	if st.Dev == "" {
+		st.Dev = strings.TrimPrefix(l.Name, LeaseName(""))
+	}
+	if l.Spec.AcquireTime != nil {
+		st.Since = l.Spec.AcquireTime.Time
+	}
+	if l.Spec.RenewTime != nil {
+		st.Renewed = l.Spec.RenewTime.Time
+	}
+	return st
 }

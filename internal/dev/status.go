@@ -19,7 +19,10 @@ type SyncStatus struct {
 	Connected bool    `json:"connected"`
 	Synced    bool    `json:"synced"`
 	Percent   float64 `json:"percent"`
-	Folders   []struct {
+	// BytesSent and BytesReceived count the sync stream's bytes since up started.
+	BytesSent     int64 `json:"bytesSent"`
+	BytesReceived int64 `json:"bytesReceived"`
+	Folders       []struct {
 		Local   string  `json:"local"`
 		Remote  string  `json:"remote"`
 		Percent float64 `json:"percent"`

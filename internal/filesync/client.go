@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,6 +52,28 @@ type Client struct {
 	status    Status
 	resetReq  bool
 	connected bool
+
+	// sent and received count the sync stream's bytes (compressed, as on the wire) over every
+	// session of this client, for Status.
+	sent, received atomic.Int64
+}
+
+// countingStream counts a session stream's bytes into its client.
+type countingStream struct {
+	io.ReadWriteCloser
+	c *Client
+}
+
+func (s countingStream) Read(p []byte) (int, error) {
+	n, err := s.ReadWriteCloser.Read(p)
+	s.c.received.Add(int64(n))
+	return n, err
+}
+
+func (s countingStream) Write(p []byte) (int, error) {
+	n, err := s.ReadWriteCloser.Write(p)
+	s.c.sent.Add(int64(n))
+	return n, err
 }
 
 // cfolder is one synchronized folder pair on the client.
@@ -199,6 +222,7 @@ func (c *Client) Status() Status {
 	st := c.status
 	st.Connected = c.connected
 	st.Folders = append([]FolderStatus(nil), st.Folders...)
+	st.BytesSent, st.BytesReceived = c.sent.Load(), c.received.Load()
 	return st
 }
 
@@ -239,7 +263,15 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 	if newest == 0 {
 		newest = ProtocolVersion
 	}
-	rw, proto, err := clientHandshake(open, newest)
+	// The stream's bytes are counted for Status (every attempt of the handshake included).
+	counted := func() (io.ReadWriteCloser, error) {
+		raw, err := open()
+		if err != nil {
+			return nil, err
+		}
+		return countingStream{ReadWriteCloser: raw, c: c}, nil
+	}
+	rw, proto, err := clientHandshake(counted, newest)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,10 @@ type Status struct {
 	// Synced is true once every folder finished its initial synchronization.
 	Synced  bool           `json:"synced"`
 	Folders []FolderStatus `json:"folders"`
+	// BytesSent and BytesReceived count the sync stream's bytes (compressed, as on the wire) since
+	// the client started, over every reconnection.
+	BytesSent     int64 `json:"bytesSent"`
+	BytesReceived int64 `json:"bytesReceived"`
 }
 
 // FolderStatus is the state of one synchronized folder.

@@ -1,6 +1,7 @@
 package filesync
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -70,5 +71,29 @@ func TestStatusPercent(t *testing.T) {
 		if got := c.st.Percent(); got != c.want {
 			t.Errorf("%+v: %v, want %v", c.st, got, c.want)
 		}
+	}
+}
+
+// TestStatusCountsStreamBytes: Status counts the stream's bytes both ways (what devtool ui shows),
+// at least a file's compressed-or-not size in the direction it travelled.
+func TestStatusCountsStreamBytes(t *testing.T) {
+	p := newPair(t, ClientOptions{})
+	big := make([]byte, 256<<10)
+	_, _ = rand.Read(big) // nothing for zstd to squeeze
+
+	write(t, p.local, "up.bin", string(big))
+	write(t, p.remote, "down.bin", string(big[:128<<10]))
+	p.start(ClientOptions{})
+	defer p.stop()
+	synced(t, p)
+	st := p.c.Status()
+	if st.BytesSent < 64<<10 || st.BytesReceived < 32<<10 {
+		t.Errorf("bytes sent %d, received %d: want at least a share of the 256 KiB sent and 128 KiB received", st.BytesSent, st.BytesReceived)
+	}
+	before := st.BytesSent
+	write(t, p.local, "more.txt", "more")
+	p.waitEqual(5 * time.Second)
+	if after := p.c.Status().BytesSent; after <= before {
+		t.Errorf("bytes sent did not grow after another file: %d then %d", before, after)
 	}
 }

@@ -280,3 +280,27 @@ func TestFollowNoPodsSaysSoOnce(t *testing.T) {
 		t.Errorf("notes = %q, want one naming the selector and namespace", notes)
 	}
 }
+
+// TestTailFakeClient: Tail reads each selected running container once and returns (no follow);
+// the filter and --all apply as in Follow. (The fake answers "fake logs" to every request; the
+// real cluster's tail and order are tested through the web UI's integration test.)
+func TestTailFakeClient(t *testing.T) {
+	client := fake.NewClientset(runningPod("api-5f6d-abcde", "api"), runningPod("db-0", "db"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := Tail(ctx, Options{Client: client, Namespace: "ns", Environment: "env", Tail: 5, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); strings.Count(got, "fake logs") != 2 || !strings.Contains(got, "[api-abcde/main] fake logs\n") || !strings.Contains(got, "[db-0/main] fake logs\n") {
+		t.Errorf("Tail output %q", got)
+	}
+	inc, _ := CompilePrefix("db")
+	lines, err := TailLines(ctx, Options{Client: client, Namespace: "ns", All: true, Filter: Filter{Include: inc}, Tail: -1})
+	if err != nil || len(lines) != 1 || lines[0].Service != "db" || lines[0].Prefix != "db-0/main" {
+		t.Errorf("TailLines with a filter: %+v %v", lines, err)
+	}
+	if _, err := TailLines(ctx, Options{Client: client, Namespace: "ns"}); err == nil {
+		t.Error("TailLines without an environment or All: no error")
+	}
+}

@@ -5,12 +5,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/pem"
-	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -19,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/chromedp"
 	"github.com/creack/pty"
 	"github.com/oauth2-proxy/mockoidc"
 	corev1 "k8s.io/api/core/v1"
@@ -33,74 +26,6 @@ import (
 	"github.com/devtool/devtool/internal/platform/client"
 	"github.com/devtool/devtool/internal/testcluster"
 )
-
-// headless starts Debian's chromium (headless, no sandbox as root, no background networking) with
-// the platform's CA trusted by its key hash, and returns a tab; it is stopped at the test's end.
-func headless(t *testing.T, caFile string) (context.Context, *netWatch) {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed (apt-get install -y chromium)")
-		}
-		t.Skip("chromium is not installed (apt-get install -y chromium)")
-	}
-	data, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, _ := pem.Decode(data)
-	if blk == nil {
-		t.Fatal("no PEM in " + caFile)
-	}
-	ca, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spki := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		// The platform's certificate chain ends in its own CA: trusted by that CA's key only.
-		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])),
-	}
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); acancel() })
-	tctx, tcancel := context.WithTimeout(ctx, 5*time.Minute)
-	t.Cleanup(tcancel)
-	// Chromium aborts requests in flight when a pod's veth comes or goes (ingress_test.go's netWatch):
-	// such an attempt is made again.
-	nw := &netWatch{urls: map[network.RequestID]string{}}
-	if err := chromedp.Listen(tctx, func(ev any) {
-		nw.mu.Lock()
-		defer nw.mu.Unlock()
-		switch e := ev.(type) {
-		case *network.EventRequestWillBeSent:
-			if len(nw.urls) < 10000 {
-				nw.urls[e.RequestID] = e.Request.URL
-			}
-		case *network.EventLoadingFailed:
-			nw.failed = append(nw.failed, e.ErrorText)
-			nw.log = append(nw.log, fmt.Sprintf("failed %s: %s", nw.urls[e.RequestID], e.ErrorText))
-		case *page.EventFrameNavigated:
-			nw.log = append(nw.log, "navigated "+e.Frame.URL)
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return tctx, nw
-}
-
-// step runs browser actions with a deadline of their own, so the tab outlives a failed attempt.
-func step(tab context.Context, actions ...chromedp.Action[chromedp.Void]) (string, error) {
-	ctx, cancel := context.WithTimeout(tab, 90*time.Second)
-	defer cancel()
-	return "", chromedp.Do(ctx, actions...)
-}
 
 // ptyRun starts the built CLI on a pseudo-terminal (stdin and stderr are a terminal, as a person's),
 // collecting everything it writes; wait returns its exit error and output.
@@ -184,9 +109,10 @@ func (r *ptyRun) wait(t *testing.T, within time.Duration) (error, string) {
 var authorizeURL = regexp.MustCompile(`(https://\S+/login/authorize\?\S+)`)
 
 // TestPlatformLogins drives every way to log in through the built CLI: a password (from a pipe, and
-// the refusals without a terminal or with CI set), the browser login in headless Chromium (the
-// platform's sign-in form, then single sign-on through an OpenID Connect provider, mockoidc), and the
-// device login; then a token revoked through the API is refused at once (exit 4).
+// the refusals without a terminal or with CI set), the browser login in headless Chromium (the web
+// UI's sign-in page with a password, then its consent page; then single sign-on through an OpenID
+// Connect provider, mockoidc), and the device login on the UI's device page; then a token revoked
+// through the API is refused at once (exit 4).
 func TestPlatformLogins(t *testing.T) {
 	p := findPlatform(t)
 	ca, err := os.ReadFile(p.caFile)
@@ -264,42 +190,58 @@ func TestPlatformLogins(t *testing.T) {
 	}
 
 	// The browser login: the CLI on a terminal prints the address (BROWSER=none: no browser of its
-	// own); Chromium signs in on the platform's page and allows; the CLI saves the context.
-	tab, nw := headless(t, p.caFile)
+	// own); Chromium signs in on the web UI's sign-in page, the consent page (the UI's) allows, the
+	// CLI saves the context, and the browser is signed in to the UI with the same session.
+	base, err := url.Parse(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, "platform-login", spkiOf(t, base.Host, ca))
+	tab := b.tab()
 	bu := newPlatformUser(t)
 	r := bu.startOnPTY("context", "use", p.url, "--ca-cert", p.caFile)
 	addr := r.waitFor(t, authorizeURL, time.Minute)
-	nw.retry(t, func() (string, error) {
-		return step(tab,
-			chromedp.Navigate(addr),
-			chromedp.WaitVisible(chromedp.CSS("#user")),
-			chromedp.SendKeys(chromedp.CSS("#user"), alice),
-			chromedp.SendKeys(chromedp.CSS("#password"), password),
-			chromedp.Click(chromedp.CSS("#signin")),
-			chromedp.WaitVisible(chromedp.CSS("#allow")),
-			chromedp.Click(chromedp.CSS("#allow")))
-	})
+	if _, text := b.open(tab, addr); !strings.Contains(text, "Sign in to log in the devtool CLI on this computer") {
+		t.Fatalf("the login's address without a session: %s\n%s", b.location(tab), text)
+	}
+	b.shot(tab, "signin-for-cli")
+	if st, text := b.submit(tab, map[string]string{"#name": alice, "#password": "wrong password"}, "#signin-password"); st != 401 || !strings.Contains(text, "name or password is wrong") {
+		t.Errorf("a wrong password on the sign-in page: %d\n%s", st, text)
+	}
+	st, text := b.submit(tab, map[string]string{"#name": alice, "#password": password}, "#signin-password")
+	if st != 200 || !strings.Contains(text, "Log in the devtool CLI") || !strings.Contains(text, "asks to act as you, "+alice) || b.location(tab).Path != api.AuthorizePath {
+		t.Fatalf("the consent page after signing in: %d %s\n%s", st, b.location(tab), text)
+	}
+	if nav := b.text(tab, "header"); !strings.Contains(nav, "Signed in as "+alice) || !strings.Contains(nav, "Namespaces") {
+		t.Errorf("the consent page is not in the UI's layout: %q", nav)
+	}
+	b.shot(tab, "cli-consent")
+	loc, text := b.leave(tab, "#allow")
+	// The browser was sent to the CLI's loopback listener, which answered before it stopped.
+	if loc.Scheme != "http" || loc.Hostname() != "127.0.0.1" || !strings.Contains(text, "logged in") {
+		t.Errorf("the page after allowing: %s %q", loc, text)
+	}
 	if err, out := r.wait(t, time.Minute); err != nil || !strings.Contains(out, "Logged in to "+p.url+" as "+alice) {
 		t.Fatalf("browser login: %v\n%s", err, out)
-	}
-	// The browser was sent to the CLI's loopback listener, which answered before it stopped.
-	loc, _ := chromedp.Run(tab, chromedp.Location())
-	text, _ := chromedp.Run(tab, chromedp.Text(chromedp.CSS("p")))
-	if !strings.HasPrefix(loc, "http://127.0.0.1:") || !strings.Contains(text, "logged in") {
-		t.Errorf("the page after allowing: %s %q", loc, text)
 	}
 	if out, _ := bu.mustRun("namespace", "list"); !strings.Contains(out, alice) {
 		t.Errorf("namespace list after the browser login:\n%s", out)
 	}
+	if st, text := b.open(tab, p.url+"/namespaces"); st != 200 || b.location(tab).Path != "/namespaces" || !strings.Contains(text, alice) {
+		t.Errorf("the UI after the CLI's login (one session): %d %s\n%s", st, b.location(tab), text)
+	}
 
-	// The device login: the code is entered in Chromium (already signed in: the session cookie).
+	// The device login: the code is entered on the UI's device page (already signed in: the session).
 	du := newPlatformUser(t)
 	dr := du.startOnPTY("context", "use", p.url, "--ca-cert", p.caFile, "--device")
 	complete := dr.waitFor(t, regexp.MustCompile(`\(or open (\S+)\)`), time.Minute)
-	nw.retry(t, func() (string, error) {
-		return step(tab, chromedp.Navigate(complete), chromedp.WaitVisible(chromedp.CSS("#approve")), chromedp.Click(chromedp.CSS("#approve")),
-			chromedp.WaitVisible(chromedp.CSS("#message")))
-	})
+	if st, text := b.open(tab, complete); st != 200 || !strings.Contains(text, "Enter the code your terminal shows") {
+		t.Fatalf("the device page: %d\n%s", st, text)
+	}
+	b.shot(tab, "cli-device")
+	if st, text := b.submit(tab, nil, "#approve"); st != 200 || !strings.Contains(text, "logging in as "+alice) {
+		t.Errorf("approving the device login: %d\n%s", st, text)
+	}
 	if err, out := dr.wait(t, time.Minute); err != nil || !strings.Contains(out, "as "+alice) {
 		t.Fatalf("device login: %v\n%s", err, out)
 	}
@@ -311,17 +253,17 @@ func TestPlatformLogins(t *testing.T) {
 	if issuer != "" {
 		t.Cleanup(func() { _ = admin.DeleteUser(context.Background(), oidcUser) })
 		su := newPlatformUser(t)
-		otab, onw := headless(t, p.caFile) // a fresh browser: no session yet
+		otab := b.tab() // a browser context of its own: no session yet
 		sr := su.startOnPTY("context", "use", p.url, "--ca-cert", p.caFile)
 		addr := sr.waitFor(t, authorizeURL, time.Minute)
-		onw.retry(t, func() (string, error) {
-			return step(otab,
-				chromedp.Navigate(addr),
-				chromedp.WaitVisible(chromedp.CSS("#oidc-oidc")),
-				chromedp.Click(chromedp.CSS("#oidc-oidc")),
-				chromedp.WaitVisible(chromedp.CSS("#allow")),
-				chromedp.Click(chromedp.CSS("#allow")))
-		})
+		b.open(otab, addr)
+		st, text := b.submit(otab, nil, "#sso-oidc") // the provider (mockoidc asks nothing) and back
+		if st != 200 || !strings.Contains(text, "asks to act as you, "+oidcUser) {
+			t.Fatalf("the consent page after single sign-on: %d %s\n%s", st, b.location(otab), text)
+		}
+		if loc, _ := b.leave(otab, "#allow"); loc.Hostname() != "127.0.0.1" {
+			t.Errorf("after allowing: %s", loc)
+		}
 		if err, out := sr.wait(t, time.Minute); err != nil || !strings.Contains(out, "as "+oidcUser) {
 			t.Fatalf("single sign-on login: %v\n%s", err, out)
 		}

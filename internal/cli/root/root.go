@@ -27,6 +27,7 @@ import (
 	"github.com/devtool/devtool/internal/cli/namespace"
 	restartcmd "github.com/devtool/devtool/internal/cli/restart"
 	statuscmd "github.com/devtool/devtool/internal/cli/status"
+	uicmd "github.com/devtool/devtool/internal/cli/ui"
 	upcmd "github.com/devtool/devtool/internal/cli/up"
 	"github.com/devtool/devtool/internal/cli/version"
 	"github.com/devtool/devtool/internal/cmdutil"
@@ -122,6 +123,7 @@ namespaces its commands run in.`,
 	cmd.AddCommand(execcmd.NewCmd(f, nil))
 	cmd.AddCommand(restartcmd.NewCmd(f, nil))
 	cmd.AddCommand(doctorcmd.NewCmd(f, nil))
+	cmd.AddCommand(uicmd.NewCmd(f, nil))
 	strictCompletion(cmd)
 	return cmd
 }

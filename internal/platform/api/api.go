@@ -80,13 +80,14 @@ type LoginProvider struct {
 	Name string `json:"name"`
 }
 
-// OAuth 2.0 endpoints and the CLI's client id. The token endpoint follows RFC 6749: a form-encoded
-// request, and a JSON answer {access_token, token_type "Bearer", expires_in} whose access_token is an
-// API token, or {error, error_description} with status 400.
+// OAuth 2.0 endpoints and the CLI's client id. AuthorizePath (the consent page) and DevicePagePath
+// (where the device login's code is entered) are pages of the platform's web UI, behind its sign-in
+// page and session. The token endpoint follows RFC 6749: a form-encoded request, and a JSON answer
+// {access_token, token_type "Bearer", expires_in} whose access_token is an API token, or {error,
+// error_description} with status 400.
 const (
 	AuthorizePath  = "/login/authorize"
 	DevicePagePath = "/login/device"
-	SignInPath     = "/login/signin"
 	TokenPath      = Prefix + "/oauth/token"
 	DeviceAuthPath = Prefix + "/oauth/device"
 	CLIClientID    = "devtool-cli"

@@ -68,7 +68,7 @@ type Options struct {
 	ExternalURL   string
 	MinCLIVersion string
 	// OIDC, when it names an issuer, is written to the Secret the server reads its OpenID Connect
-	// provider from (keys of server.OIDCSecret: issuer, clientID, clientSecret, name, scopes,
+	// provider from (keys of sso.SecretName: issuer, clientID, clientSecret, name, scopes,
 	// usernameClaim, groupsClaim, adminGroups, signUp).
 	OIDC map[string]string
 }
@@ -135,22 +135,12 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	} else if err != nil {
 		return nil, err
 	}
+	if err := ApplyDefinitions(ctx, st); err != nil {
+		return nil, err
+	}
+	o.Progress("custom resources users, accesstokens and sessions (devtool.dev)")
 	a := &applier{st: st}
-	for _, c := range CRDs() {
-		if err := a.apply(ctx, schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, "", c); err != nil {
-			return nil, err
-		}
-		if err := waitEstablished(ctx, st, c["metadata"].(map[string]any)["name"].(string)); err != nil {
-			return nil, err
-		}
-	}
-	o.Progress("custom resources users.devtool.dev and accesstokens.devtool.dev")
-	var objs []any
-	for _, r := range membershipRoles() {
-		objs = append(objs, r)
-	}
-	objs = append(objs, platformRBAC(o.Namespace)...)
-	for _, obj := range objs {
+	for _, obj := range platformRBAC(o.Namespace) {
 		if err := a.applyTyped(ctx, obj); err != nil {
 			return nil, err
 		}
@@ -242,6 +232,27 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	return &Result{URL: url, Image: image, NodePort: port, IngressClass: o.IngressClass, EndpointPort: endpointPort}, nil
+}
+
+// ApplyDefinitions applies what every platform of a cluster shares: the custom resource definitions
+// (waiting until they are served) and the membership ClusterRoles. Install runs it; a test that runs
+// the platform's code in its own process against a cluster runs it too.
+func ApplyDefinitions(ctx context.Context, st *store.Store) error {
+	a := &applier{st: st}
+	for _, c := range CRDs() {
+		if err := a.apply(ctx, schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, "", c); err != nil {
+			return err
+		}
+		if err := waitEstablished(ctx, st, c["metadata"].(map[string]any)["name"].(string)); err != nil {
+			return err
+		}
+	}
+	for _, r := range membershipRoles() {
+		if err := a.applyTyped(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func writeFile(path string, data []byte, mode os.FileMode) error {

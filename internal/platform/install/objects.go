@@ -23,7 +23,7 @@ const (
 	Name      = "devtool-platform"
 	TLSSecret = "devtool-platform-tls"
 	Port      = 8443
-	// OIDCSecretName holds the OpenID Connect provider's configuration (server.OIDCSecret).
+	// OIDCSecretName holds the OpenID Connect provider's configuration (sso.SecretName).
 	OIDCSecretName = "devtool-platform-oidc"
 	// CASecret keeps the platform CA's key (ca.crt, ca.key), to issue the ingress's certificate.
 	CASecret = "devtool-platform-ca"
@@ -75,7 +75,7 @@ func lower(s string) string {
 	return string(b)
 }
 
-// CRDs are the platform's custom resource definitions (User, AccessToken).
+// CRDs are the platform's custom resource definitions (User, AccessToken, Session).
 func CRDs() []map[string]any {
 	str := map[string]any{"type": "string"}
 	dt := map[string]any{"type": "string", "format": "date-time"}
@@ -88,6 +88,11 @@ func CRDs() []map[string]any {
 			map[string]any{"name": str, "owner": str, "hash": str, "expires": dt},
 			map[string]any{"lastUsed": dt},
 			[]map[string]any{{"name": "Owner", "type": "string", "jsonPath": ".spec.owner"}, {"name": "Expires", "type": "string", "jsonPath": ".spec.expires"}}),
+		// A web UI session (internal/platform/store/sessions.go): the hash of its cookie's secret only.
+		crd("Session", "sessions",
+			map[string]any{"user": str, "hash": str, "expires": dt},
+			map[string]any{"lastSeen": dt},
+			[]map[string]any{{"name": "User", "type": "string", "jsonPath": ".spec.user"}, {"name": "Expires", "type": "string", "jsonPath": ".spec.expires"}}),
 	}
 }
 
@@ -157,11 +162,12 @@ func platformRBAC(ns string) []any {
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
 			// secrets: stored secrets, logins in progress, the signing key, the OIDC configuration
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
-			// The analytics days and setting (internal/platform/analytics).
+			// The analytics days and setting (internal/platform/analytics) and the quota defaults
+			// admins set in the web UI (store.SettingsName).
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 			// the leader election's Lease
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens", "sessions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 		}},
 		&rbacv1.RoleBinding{TypeMeta: tm("RoleBinding"), ObjectMeta: meta(Name, ns),
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: Name}, Subjects: subject},

@@ -71,8 +71,8 @@ func TestPlatformPasswordLockoutAcrossReplicas(t *testing.T) {
 	p.want(login(1, pw), 200, "right password through pod 1 after the unlock")
 }
 
-// TestPlatformLoginAcrossReplicas: a browser login whose sign-in, consent and code are made by one
-// replica is finished (code exchanged) by the other; a device login started on one is approved on
+// TestPlatformLoginAcrossReplicas: a browser login whose sign-in (the web UI's page), consent and code
+// are made by one replica is finished (code exchanged) by the other; a device login started on one is approved on
 // the other and polled on the first.
 func TestPlatformLoginAcrossReplicas(t *testing.T) {
 	c := testcluster.Connect(t)
@@ -109,8 +109,8 @@ func TestPlatformLoginAcrossReplicas(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	// sign in through pod 0 (the session cookie is a token: valid on both)
-	if r := form(0, api.SignInPath, url.Values{"user": {name}, "password": {pw}, "return": {"/"}}); r.StatusCode != 303 {
+	// sign in on the web UI's page through pod 0 (the session is a Session resource read live: valid on both)
+	if r := form(0, "/signin", url.Values{"name": {name}, "password": {pw}, "return": {"/namespaces"}}); r.StatusCode != 303 {
 		t.Fatalf("sign in: %d %s", r.StatusCode, readAll(r))
 	}
 	verifier := strings.Repeat("x", 64)

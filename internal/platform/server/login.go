@@ -11,29 +11,41 @@ import (
 )
 
 // badLogin is the one answer to every refused password login: unknown user, no password, wrong
-// password or locked account look the same.
+// password or locked account look the same (the web UI's sign-in page says it in its words).
 const badLogin = "wrong user name or password (after repeated failures the account is locked for a while)"
 
 // loginAllowed takes one request of the per-address and the per-account login budgets (stricter
 // than the API's), answering 429 itself when either is spent.
 func (s *Server) loginAllowed(w http.ResponseWriter, r *http.Request, account string) bool {
-	if !s.loginAddrs.allow(clientAddr(r)) || account != "" && !s.loginAccounts.allow(account) {
+	if !s.AllowLogin(clientAddr(r), account) {
 		tooMany(w)
 		return false
 	}
 	return true
 }
 
-// checkPassword runs the store's check and logs the reason of a refusal (never the password).
-func (s *Server) checkPassword(ctx context.Context, r *http.Request, user, password string) (*store.User, error) {
+// AllowLogin takes one sign-in attempt of the client address's budget and, when account is named,
+// of the account's: the limits of every way to sign in, the API's and the web UI's. false means
+// answer 429.
+func (s *Server) AllowLogin(addr, account string) bool {
+	return s.loginAddrs.allow(addr) && (account == "" || s.loginAccounts.allow(account))
+}
+
+// CheckPassword is the store's password check (argon2id, lockout on the User) for the API's
+// password login and the web UI's sign-in page: a refusal's reason is logged (never the password)
+// and the failure that locks an account is an audit record. Errors: store.ErrBadLogin (every
+// refusal), store.ErrBusy (too many hashes at once: 429), others.
+func (s *Server) CheckPassword(ctx context.Context, user, password, remoteAddr string) (*store.User, error) {
 	u, err := s.o.Store.CheckPassword(ctx, user, password)
 	if err != nil {
 		var le *store.LoginError
 		if errors.As(err, &le) {
-			s.o.Log.Info("login refused", "user", user, "remote", clientAddr(r), "reason", le.Reason)
+			s.o.Log.Info("login refused", "user", user, "remote", remoteAddr, "reason", le.Reason)
 			if le.LockedNow {
-				s.audit(r, caller{user: &store.User{Name: "(anonymous)"}}, store.Audit{Action: "lock", Kind: "User", Name: user,
-					Detail: le.Reason + ", from " + clientAddr(r)})
+				a := store.Audit{Actor: "(anonymous)", Action: "lock", Kind: "User", Name: user, Detail: le.Reason + ", from " + remoteAddr}
+				if err := s.o.Store.Record(ctx, a, s.o.Instance); err != nil {
+					s.o.Log.Warn("audit record not written", "action", a.Action, "object", a.Kind+"/"+a.Name, "err", err)
+				}
 			}
 		}
 		return nil, err
@@ -68,7 +80,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "expiresInSeconds: between 0 (the default, 90 days) and 31536000 (one year)", "expiresInSeconds")
 		return
 	}
-	u, err := s.checkPassword(r.Context(), r, req.User, req.Password)
+	u, err := s.CheckPassword(r.Context(), req.User, req.Password, clientAddr(r))
 	if err != nil {
 		s.loginFailed(w, r, err)
 		return
@@ -78,9 +90,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		name = "password login"
 	}
 	t, tok, err := s.o.Store.CreateToken(r.Context(), u.Name, name, time.Duration(req.ExpiresInSeconds)*time.Second)
-	if rec, ok := w.(*recorder); ok {
-		rec.user = u.Name
-	}
+	NoteUser(w, u.Name)
 	c := caller{user: u}
 	if err != nil {
 		s.audit(r, c, store.Audit{Action: "login", Kind: "User", Name: u.Name, Err: err})
@@ -107,7 +117,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, c caller
 		if !s.loginAllowed(w, r, c.user.Name) {
 			return
 		}
-		if _, err := s.checkPassword(r.Context(), r, c.user.Name, req.Current); err != nil {
+		if _, err := s.CheckPassword(r.Context(), c.user.Name, req.Current, clientAddr(r)); err != nil {
 			if errors.Is(err, store.ErrBadLogin) {
 				writeError(w, http.StatusForbidden, "forbidden", "current: the current password is wrong (or the account is locked for a while)", "current")
 				return

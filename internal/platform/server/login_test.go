@@ -10,10 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -194,168 +192,21 @@ func unstructuredInt(obj map[string]any, path ...string) (int64, bool, error) {
 	return 0, false, nil
 }
 
-// browser is a cookie-keeping HTTP client that stops at redirects to other hosts (the CLI's
-// loopback address), as a person's browser would hand them over.
-type browser struct {
-	t  *testing.T
-	hc *http.Client
-	ts *httptest.Server
-}
-
-func newBrowser(t *testing.T, ts *httptest.Server) *browser {
-	jar, _ := cookiejar.New(nil)
-	shared := *ts.Client() // a browser of its own: the server's client is shared
-	hc := &shared
-	hc.Jar = jar
-	base, _ := url.Parse(ts.URL)
-	hc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if req.URL.Host != base.Host {
-			return http.ErrUseLastResponse
-		}
-		return nil
-	}
-	return &browser{t: t, hc: hc, ts: ts}
-}
-
-func (b *browser) do(method, u string, form url.Values) (*http.Response, string) {
-	b.t.Helper()
-	if !strings.HasPrefix(u, "http") {
-		u = b.ts.URL + u
-	}
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, _ := http.NewRequest(method, u, body)
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", b.ts.URL)
-	}
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp, string(data)
-}
-
-var hiddenField = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
-
-func formOf(page string) url.Values {
-	v := url.Values{}
-	for _, m := range hiddenField.FindAllStringSubmatch(page, -1) {
-		v.Set(m[1], htmlUnescape(m[2]))
-	}
-	return v
-}
-
-func htmlUnescape(s string) string {
-	r := strings.NewReplacer("&amp;", "&", "&lt;", "<", "&gt;", ">", "&#34;", `"`, "&#39;", "'", "&#43;", "+")
-	return r.Replace(s)
-}
-
-// signIn fills the sign-in form the authorize or device page sent the browser to.
-func (b *browser) signIn(page, user, password string) (*http.Response, string) {
-	b.t.Helper()
-	f := formOf(page)
-	f.Set("user", user)
-	f.Set("password", password)
-	return b.do("POST", api.SignInPath, f)
-}
-
-func TestBrowserLoginThroughTheCLIClient(t *testing.T) {
-	ts, _, admin, ca := newTLSTestServer(t)
-	until(t, 201, func() answer {
-		return postJSON(t, ts, api.Prefix+"/users", admin, api.CreateUserRequest{Name: "alice", Password: "correct horse"})
-	})
-	pc, err := client.New(client.Options{URL: ts.URL, CA: ca})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	b := newBrowser(t, ts)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	tok, err := pc.BrowserLogin(ctx, func(authURL string) {
-		go func() {
-			// Not signed in: the authorize page sends the browser to the sign-in page.
-			resp, page := b.do("GET", authURL, nil)
-			if resp.StatusCode != 200 || !strings.Contains(page, `id="signin"`) {
-				t.Errorf("authorize without a session: %d %s", resp.StatusCode, page)
-				return
-			}
-			if resp, page := b.signIn(page, "alice", "wrong horse"); resp.StatusCode != 401 || !strings.Contains(page, badLogin) {
-				t.Errorf("wrong password in the browser: %d %s", resp.StatusCode, page)
-			}
-			resp, page = b.signIn(page, "alice", "correct horse")
-			if resp.StatusCode != 200 || !strings.Contains(page, `id="allow"`) || !strings.Contains(page, "alice") {
-				t.Errorf("consent page: %d %s", resp.StatusCode, page)
-				return
-			}
-			// A cross-site POST of the consent form is refused.
-			f := formOf(page)
-			f.Set("action", "allow")
-			req, _ := http.NewRequest("POST", ts.URL+api.AuthorizePath, strings.NewReader(f.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			req.Header.Set("Origin", "https://evil.example")
-			req.Header.Set("Sec-Fetch-Site", "cross-site")
-			if r, err := b.hc.Do(req); err != nil || r.StatusCode != 403 {
-				t.Errorf("cross-site consent: %v %v", r, err)
-			} else {
-				r.Body.Close()
-			}
-			resp, _ = b.do("POST", api.AuthorizePath, f)
-			if resp.StatusCode != http.StatusSeeOther {
-				t.Errorf("allow: %d", resp.StatusCode)
-				return
-			}
-			// The browser follows the redirect to the CLI's loopback listener.
-			if r, _ := b.do("GET", resp.Header.Get("Location"), nil); r.StatusCode != 200 {
-				t.Errorf("callback: %d", r.StatusCode)
-			}
-		}()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a := call(t, ts, "GET", api.Prefix+"/me", tok, nil); a.status != 200 || !strings.Contains(string(a.body), `"alice"`) {
-		t.Fatalf("token of the browser login: %d %s", a.status, a.body)
-	}
-}
-
-func TestAuthorizationCodeChecks(t *testing.T) {
+// TestTokenEndpoint: a code works once, with its PKCE verifier and redirect address only, and not
+// after it expired. (The consent page that makes codes is the web UI's: web/clilogin_test.go.)
+func TestTokenEndpoint(t *testing.T) {
 	ts, st, _, _ := newTLSTestServer(t)
 	ctx := context.Background()
-	// redirect_uri must be a loopback IP literal; client_id the CLI's; PKCE S256 required.
-	b := newBrowser(t, ts)
-	good := url.Values{"response_type": {"code"}, "client_id": {api.CLIClientID}, "redirect_uri": {"http://127.0.0.1:5555/callback"},
-		"state": {"s1"}, "code_challenge": {strings.Repeat("a", 43)}, "code_challenge_method": {"S256"}}
-	for what, change := range map[string]func(url.Values){
-		"localhost redirect": func(v url.Values) { v.Set("redirect_uri", "http://localhost:5555/callback") },
-		"remote redirect":    func(v url.Values) { v.Set("redirect_uri", "http://evil.example:5555/callback") },
-		"https redirect":     func(v url.Values) { v.Set("redirect_uri", "https://127.0.0.1:5555/callback") },
-		"other client":       func(v url.Values) { v.Set("client_id", "other") },
-	} {
-		v := url.Values{}
-		for k, vs := range good {
-			v[k] = vs
+	hc := ts.Client()
+	post := func(path string, f url.Values) (*http.Response, string) {
+		resp, err := hc.PostForm(ts.URL+path, f)
+		if err != nil {
+			t.Fatal(err)
 		}
-		change(v)
-		if resp, _ := b.do("GET", api.AuthorizePath+"?"+v.Encode(), nil); resp.StatusCode != 400 {
-			t.Errorf("%s: %d, want a 400 page (never a redirect)", what, resp.StatusCode)
-		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp, string(data)
 	}
-	v := url.Values{}
-	for k, vs := range good {
-		v[k] = vs
-	}
-	v.Set("code_challenge_method", "plain")
-	resp, _ := b.do("GET", api.AuthorizePath+"?"+v.Encode(), nil)
-	if loc := resp.Header.Get("Location"); resp.StatusCode != 303 || !strings.Contains(loc, "error=invalid_request") || !strings.Contains(loc, "state=s1") {
-		t.Errorf("plain PKCE: %d %s", resp.StatusCode, loc)
-	}
-
 	// A code works once, with its verifier and redirect address only.
 	verifier := strings.Repeat("v", 50)
 	code, err := st.CreateAuthCode(ctx, store.AuthCode{User: "admin", Challenge: s256(verifier), RedirectURI: "http://127.0.0.1:5555/cb", Expires: time.Now().Add(time.Minute)})
@@ -365,7 +216,7 @@ func TestAuthorizationCodeChecks(t *testing.T) {
 	tokenReq := func(f url.Values) (int, map[string]any) {
 		f.Set("client_id", api.CLIClientID)
 		f.Set("grant_type", "authorization_code")
-		resp, body := b.do("POST", api.TokenPath, f)
+		resp, body := post(api.TokenPath, f)
 		var m map[string]any
 		_ = json.Unmarshal([]byte(body), &m)
 		return resp.StatusCode, m
@@ -387,56 +238,24 @@ func TestAuthorizationCodeChecks(t *testing.T) {
 	}
 }
 
-func TestDeviceLoginThroughTheCLIClient(t *testing.T) {
-	ts, _, admin, ca := newTLSTestServer(t)
-	until(t, 201, func() answer {
-		return postJSON(t, ts, api.Prefix+"/users", admin, api.CreateUserRequest{Name: "alice", Password: "correct horse"})
-	})
-	pc, err := client.New(client.Options{URL: ts.URL, CA: ca})
+// TestLoginMethods: without the web UI (whose pages sign people in) the platform offers password
+// and token logins only, and refuses to start a device login.
+func TestLoginMethods(t *testing.T) {
+	ts, _, _, _ := newTLSTestServer(t)
+	var info api.Info
+	if a := call(t, ts, "GET", api.Prefix+"/info", "", nil); a.status != 200 || json.Unmarshal(a.body, &info) != nil {
+		t.Fatalf("info: %d %s", a.status, a.body)
+	}
+	if info.Login == nil || !info.Login.Password || info.Login.Browser || info.Login.Device || len(info.Login.Providers) != 0 {
+		t.Fatalf("login methods without the web UI: %+v", info.Login)
+	}
+	resp, err := ts.Client().PostForm(ts.URL+api.DeviceAuthPath, url.Values{"client_id": {api.CLIClientID}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for _, approve := range []bool{false, true} {
-		b := newBrowser(t, ts)
-		tok, err := pc.DeviceLogin(ctx, "test host", func(code, uri, complete string) {
-			if !strings.HasSuffix(uri, api.DevicePagePath) || !strings.Contains(complete, "user_code=") || len(code) != 9 {
-				t.Errorf("device answer: %q %q %q", code, uri, complete)
-			}
-			go func() {
-				_, page := b.do("GET", complete, nil)
-				_, page = b.signIn(page, "alice", "correct horse")
-				if !strings.Contains(page, `value="`+code+`"`) || !strings.Contains(page, "test host") {
-					t.Errorf("device page: %s", page)
-				}
-				// a wrong code first
-				if r, _ := b.do("POST", api.DevicePagePath, url.Values{"user_code": {"BBBB-BBBB"}, "action": {"approve"}}); r.StatusCode != 404 {
-					t.Errorf("wrong code: %d", r.StatusCode)
-				}
-				action := "deny"
-				if approve {
-					action = "approve"
-				}
-				if r, _ := b.do("POST", api.DevicePagePath, url.Values{"user_code": {strings.ToLower(code)}, "action": {action}}); r.StatusCode != 200 {
-					t.Errorf("%s: %d", action, r.StatusCode)
-				}
-			}()
-		})
-		if !approve {
-			var ae *errs.AuthError
-			if !errorsAs(err, &ae) || !strings.Contains(err.Error(), "access_denied") {
-				t.Fatalf("denied device login: %v", err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a := call(t, ts, "GET", api.Prefix+"/me", tok, nil); a.status != 200 || !strings.Contains(string(a.body), `"alice"`) {
-			t.Fatalf("token of the device login: %d %s", a.status, a.body)
-		}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("device authorization without the web UI: %d", resp.StatusCode)
 	}
 }
 

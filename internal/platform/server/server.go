@@ -21,6 +21,7 @@ import (
 
 	"github.com/devtool/devtool/internal/platform/analytics"
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/sso"
 	"github.com/devtool/devtool/internal/platform/store"
 )
 
@@ -35,17 +36,25 @@ type Options struct {
 	// Rate limits per replica: requests per second and burst, per client address and per account.
 	AddrRate, AccountRate   rate.Limit
 	AddrBurst, AccountBurst int
-	// Login limits per replica (password, OAuth and sign-in endpoints), per client address and per
-	// account named.
+	// Login limits per replica, per client address and per account named: every way to sign in,
+	// the API's (password, OAuth endpoints) and the web UI's (its sign-in, consent and device
+	// pages, through AllowLogin). Stricter than the limits above, which apply too.
 	LoginAddrRate, LoginAccountRate   rate.Limit
 	LoginAddrBurst, LoginAccountBurst int
 	Now                               func() time.Time
 	Instance                          string // this replica (its pod name), in audit records
-	// ExternalURL is the platform's address as users reach it (device login and OIDC redirect
-	// addresses); "" takes the request's Host.
+	// ExternalURL is the platform's address as users reach it (the device login's page address);
+	// "" takes the request's Host.
 	ExternalURL string
 	// Analytics counts the CLI's analytics events (nil: the platform accepts none).
 	Analytics *analytics.Aggregator
+	// Web serves every path outside the API (/api/) and /healthz: the web UI
+	// (internal/platform/web), behind the same per-address limit and request log. Its pages are
+	// where a person signs in, so the CLI's browser and device logins and single sign-on need it:
+	// nil, /api/v1/info offers password and token logins only, and other paths answer JSON 404s.
+	Web http.Handler
+	// SSO lists the OpenID Connect providers the web UI's sign-in page offers, for /api/v1/info.
+	SSO *sso.Providers
 }
 
 // Server serves the API.
@@ -55,7 +64,6 @@ type Server struct {
 	addrs                     *limiters
 	accounts                  *limiters
 	loginAddrs, loginAccounts *limiters
-	oidc                      oidcCache
 	routes                    []string
 }
 
@@ -93,18 +101,6 @@ func New(o Options) *Server {
 	s.handle("POST "+p+"/users/{name}/unlock", s.admin(s.unlock))
 	s.mux.HandleFunc("POST "+api.TokenPath, s.token)
 	s.mux.HandleFunc("POST "+api.DeviceAuthPath, s.deviceAuthorize)
-	// Browser pages: cross-site POSTs refused (Sec-Fetch-Site / Origin).
-	cop := http.NewCrossOriginProtection()
-	page := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, cop.Handler(h)) }
-	page("GET "+api.SignInPath, s.signInPage)
-	page("POST "+api.SignInPath, s.signIn)
-	page("POST /login/signout", s.signOut)
-	page("GET "+api.AuthorizePath, s.authorizePage)
-	page("POST "+api.AuthorizePath, s.authorize)
-	page("GET "+api.DevicePagePath, s.devicePage)
-	page("POST "+api.DevicePagePath, s.deviceDecide)
-	page("GET /login/oidc/callback", s.oidcCallback)
-	page("GET /login/oidc/{id}", s.oidcStart)
 	s.handle("POST "+p+"/users", s.admin(s.createUser))
 	s.handle("GET "+p+"/users", s.admin(s.listUsers))
 	s.handle("DELETE "+p+"/users/{name}", s.admin(s.deleteUser))
@@ -126,10 +122,36 @@ func New(o Options) *Server {
 	s.handle("GET "+p+"/analytics", s.admin(s.analyticsReport))
 	s.handle("GET "+p+"/analytics/settings", s.analyticsSettings)
 	s.handle("PUT "+p+"/analytics/settings", s.admin(s.setAnalyticsSettings))
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path, "")
-	})
+	}
+	s.mux.HandleFunc(p+"/", notFound)
+	if o.Web != nil {
+		s.mux.Handle("/", o.Web)
+	} else {
+		s.mux.HandleFunc("/", notFound)
+	}
 	return s
+}
+
+// AllowAccount takes one request of the account's budget (the limit every API route applies), so
+// the web UI shares it: false means answer 429.
+func (s *Server) AllowAccount(name string) bool { return s.accounts.allow(name) }
+
+// NoteUser names the signed-in user in the request log of a response Handler serves (the web UI
+// calls it once it knows the session's user).
+func NoteUser(w http.ResponseWriter, name string) {
+	for {
+		if rec, ok := w.(*recorder); ok {
+			rec.user = name
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
 }
 
 // Handler is the whole API with the request log and the per-address limit around it.
@@ -159,6 +181,10 @@ type recorder struct {
 }
 
 func (r *recorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
+
+// Unwrap lets http.ResponseController reach the connection (flushes and deadlines of the web UI's
+// log streams).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -377,7 +403,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	info := s.o.Info
 	info.Analytics = s.analyticsEnabled()
-	info.Login = &api.LoginMethods{Password: true, Browser: true, Device: true, Providers: s.providers(r.Context())}
+	info.Login = &api.LoginMethods{Password: true}
+	if s.o.Web != nil { // the web UI's pages sign people in
+		info.Login.Browser, info.Login.Device, info.Login.Providers = true, true, s.o.SSO.List(r.Context())
+	}
 	writeJSON(w, http.StatusOK, info)
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -28,10 +29,6 @@ const (
 	LabelUserCode    = "devtool.dev/user-code" // on a device login: hash of its user code
 	loginPrefix      = "devtool-login-"
 	SigningKeySecret = "devtool-platform-signing"
-	// SessionLifetime is how long a browser session (a token in a cookie) lasts.
-	SessionLifetime = 12 * time.Hour
-	// SessionTokenName names the tokens that are browser sessions.
-	SessionTokenName = "web session"
 )
 
 // Device login states.
@@ -49,6 +46,31 @@ const userCodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ"
 type AuthCode struct {
 	User, Challenge, RedirectURI string
 	Expires                      time.Time
+}
+
+// ValidPKCE says whether s has the form of a PKCE code verifier or S256 challenge (RFC 7636 §4.1:
+// 43 to 128 characters of A-Z a-z 0-9 - . _ ~).
+func ValidPKCE(s string) bool {
+	if len(s) < 43 || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Matches says whether a token request's verifier and redirect address are those the code was
+// made for: BASE64URL(SHA-256(verifier)) is the challenge (compared in constant time).
+func (c *AuthCode) Matches(verifier, redirectURI string) bool {
+	if redirectURI != c.RedirectURI || !ValidPKCE(verifier) {
+		return false
+	}
+	sum := sha256.Sum256([]byte(verifier))
+	want := base64.RawURLEncoding.EncodeToString(sum[:])
+	return subtle.ConstantTimeCompare([]byte(want), []byte(c.Challenge)) == 1
 }
 
 // DeviceLogin is a device authorization request.
@@ -273,16 +295,6 @@ func (s *Store) PollDeviceLogin(ctx context.Context, deviceCode string) (*Device
 		return nil, err
 	}
 	return deviceFrom(sec), nil
-}
-
-// CreateSession makes a browser session of user: an API token named SessionTokenName that lasts
-// SessionLifetime, for a cookie. Authenticate checks it; DeleteToken (sign out) revokes it.
-func (s *Store) CreateSession(ctx context.Context, user string) (token string, expires time.Time, err error) {
-	t, tok, err := s.CreateToken(ctx, user, SessionTokenName, SessionLifetime)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	return tok, t.Expires, nil
 }
 
 // signing holds the key that signs values the platform hands out and takes back (an OpenID

@@ -81,7 +81,10 @@ func (s *Store) ensureNamespace(ctx context.Context, name, owner string, persona
 }
 
 func (s *Store) ensureDefaults(ctx context.Context, ns string) error {
-	l := s.Limits
+	l, err := s.EffectiveLimits(ctx)
+	if err != nil {
+		return err
+	}
 	q := func(v string) resource.Quantity { return resource.MustParse(v) }
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: QuotaName, Namespace: ns, Labels: map[string]string{LabelManaged: "true"}},
@@ -127,7 +130,7 @@ func (s *Store) DeleteNamespace(ctx context.Context, user, name string) error {
 		return forbidden("only an owner of namespace %q may delete it", name)
 	}
 	rb, err := s.Kube.RbacV1().RoleBindings(name).Get(ctx, BindingPrefix+user, metav1.GetOptions{})
-	if m, ok := bindingMembership(rbOrNil(rb, err)); !ok || m.Role != api.RoleOwner {
+	if m, ok := s.bindingMembership(rbOrNil(rb, err)); !ok || m.Role != api.RoleOwner {
 		return forbidden("only an owner of namespace %q may delete it", name)
 	}
 	ns, err := s.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
@@ -182,7 +185,7 @@ func (s *Store) Share(ctx context.Context, caller, namespace, target, role strin
 	cur, err := rbs.Get(ctx, BindingPrefix+target, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		if m, ok := bindingMembership(cur); ok && m.Role == role {
+		if m, ok := s.bindingMembership(cur); ok && m.Role == role {
 			return nil
 		}
 		uid := cur.UID

@@ -9,11 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes"
-	kfake "k8s.io/client-go/kubernetes/fake"
 )
 
 func TestLockFor(t *testing.T) {
@@ -72,25 +67,8 @@ func TestHashGateBusy(t *testing.T) {
 	}
 }
 
-func fakeStore(t *testing.T, now func() time.Time) *Store {
-	t.Helper()
-	kc := kfake.NewClientset()
-	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		UserResource: "UserList", TokenResource: "AccessTokenList",
-	})
-	st := &Store{Namespace: DefaultNamespace, Limits: DefaultLimits, Kube: kc, Dyn: dc, Now: now,
-		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 func TestSweep(t *testing.T) {
-	clock := time.Now()
-	st := fakeStore(t, func() time.Time { return clock })
+	st, clock := fakeStore(t)
 	ctx := context.Background()
 	if _, _, err := st.CreateUser(ctx, "alice", false, "correct horse"); err != nil {
 		t.Fatal(err)
@@ -107,11 +85,14 @@ func TestSweep(t *testing.T) {
 	if _, err := st.CreateAuthCode(ctx, AuthCode{User: "alice", Expires: clock.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := st.CreateSession(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
 	// Nothing is due yet.
 	if n, err := st.Sweep(ctx); err != nil || n != (Swept{}) {
 		t.Fatalf("early sweep: %+v %v", n, err)
 	}
-	clock = clock.Add(ExpiredTokenGrace + 2*time.Hour)
+	*clock = clock.Add(ExpiredTokenGrace + 2*time.Hour)
 	var n Swept
 	deadline := time.Now().Add(5 * time.Second)
 	for n.Tokens == 0 && time.Now().Before(deadline) { // the token informer is fed asynchronously
@@ -119,10 +100,10 @@ func TestSweep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.Tokens, n.Failures, n.Logins = n.Tokens+m.Tokens, n.Failures+m.Failures, n.Logins+m.Logins
+		n.Tokens, n.Failures, n.Logins, n.Sessions = n.Tokens+m.Tokens, n.Failures+m.Failures, n.Logins+m.Logins, n.Sessions+m.Sessions
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n.Tokens < 1 || n.Failures != 1 || n.Logins != 1 {
+	if n.Tokens < 1 || n.Failures != 1 || n.Logins != 1 || n.Sessions != 1 {
 		t.Fatalf("sweep: %+v", n)
 	}
 	if _, err := st.Dyn.Resource(TokenResource).Namespace(st.Namespace).Get(ctx, old.ID, metav1.GetOptions{}); err == nil {
@@ -139,8 +120,7 @@ func TestSweep(t *testing.T) {
 }
 
 func TestSignedValues(t *testing.T) {
-	clock := time.Now()
-	st := fakeStore(t, func() time.Time { return clock })
+	st, clock := fakeStore(t)
 	ctx := context.Background()
 	v, err := st.Sign(ctx, "p", []byte("hello"), clock.Add(time.Minute))
 	if err != nil {
@@ -158,13 +138,13 @@ func TestSignedValues(t *testing.T) {
 			t.Errorf("%s: %v", what, err)
 		}
 	}
-	clock = clock.Add(2 * time.Minute)
+	*clock = clock.Add(2 * time.Minute)
 	if _, err := st.Verify(ctx, "p", v); !errors.Is(err, ErrBadSignature) {
 		t.Errorf("expired: %v", err)
 	}
 	// A second store (another replica) shares the key through the Secret.
 	other := &Store{Namespace: st.Namespace, Kube: st.Kube, Now: st.Now}
-	clock = clock.Add(-2 * time.Minute)
+	*clock = clock.Add(-2 * time.Minute)
 	if got, err := other.Verify(ctx, "p", v); err != nil || string(got) != "hello" {
 		t.Fatalf("other replica: %q %v", got, err)
 	}

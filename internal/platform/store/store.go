@@ -256,9 +256,14 @@ type Membership struct {
 	Namespace, User, Role string
 }
 
-func bindingMembership(rb *rbacv1.RoleBinding) (Membership, bool) {
+// bindingMembership reads a membership RoleBinding; one that binds another platform's
+// ServiceAccount (a second install on the same cluster, whose users' names may be the same) is none.
+func (s *Store) bindingMembership(rb *rbacv1.RoleBinding) (Membership, bool) {
 	user, role := rb.Labels[LabelMember], rb.Labels[LabelRole]
 	if user == "" || rb.Name != BindingPrefix+user || rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != RolePrefix+role {
+		return Membership{}, false
+	}
+	if len(rb.Subjects) != 1 || rb.Subjects[0].Kind != rbacv1.ServiceAccountKind || rb.Subjects[0].Namespace != s.Namespace || rb.Subjects[0].Name != SAName(user) {
 		return Membership{}, false
 	}
 	return Membership{Namespace: rb.Namespace, User: user, Role: role}, true
@@ -273,7 +278,7 @@ func (s *Store) MembershipsOf(user string) ([]Membership, error) {
 	}
 	var out []Membership
 	for _, rb := range rbs {
-		if m, ok := bindingMembership(rb); ok {
+		if m, ok := s.bindingMembership(rb); ok {
 			out = append(out, m)
 		}
 	}
@@ -289,7 +294,7 @@ func (s *Store) Members(namespace string) ([]Membership, error) {
 	}
 	var out []Membership
 	for _, rb := range rbs {
-		if m, ok := bindingMembership(rb); ok {
+		if m, ok := s.bindingMembership(rb); ok {
 			out = append(out, m)
 		}
 	}
@@ -303,7 +308,7 @@ func (s *Store) RoleIn(user, namespace string) string {
 	if err != nil {
 		return ""
 	}
-	m, ok := bindingMembership(rb)
+	m, ok := s.bindingMembership(rb)
 	if !ok {
 		return ""
 	}

@@ -18,12 +18,13 @@ const ExpiredTokenGrace = 24 * time.Hour
 
 // Swept counts what one Sweep removed or reset.
 type Swept struct {
-	Tokens, Failures, Logins int
+	Tokens, Failures, Logins, Sessions int
 }
 
 // Sweep is the leader's background work: it deletes tokens expired longer than ExpiredTokenGrace,
 // resets failed-login counts whose last failure is older than StaleFailures (and whose lock is
-// over), and deletes expired login records. Every change is guarded (UID precondition,
+// over), deletes expired login records and web sessions past their lifetime or idle too long
+// (SweepSessions). Every change is guarded (UID precondition,
 // resourceVersion), so a second replica sweeping at the same time changes nothing twice.
 func (s *Store) Sweep(ctx context.Context) (Swept, error) {
 	var out Swept
@@ -87,6 +88,11 @@ func (s *Store) Sweep(ctx context.Context) (Swept, error) {
 				errs = append(errs, fmt.Errorf("deleting expired login %s: %w", sec.Name, err))
 			}
 		}
+	}
+	n, err := s.SweepSessions(ctx)
+	out.Sessions = n
+	if err != nil {
+		errs = append(errs, fmt.Errorf("deleting expired web sessions: %w", err))
 	}
 	return out, errors.Join(errs...)
 }

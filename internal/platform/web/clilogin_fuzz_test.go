@@ -1,9 +1,11 @@
-package server
+package web
 
 import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/devtool/devtool/internal/platform/store"
 )
 
 // FuzzAuthRequest: any authorization request either is refused on a page (never redirected), is
@@ -25,7 +27,7 @@ func FuzzAuthRequest(f *testing.F) {
 		if a.redirect == nil || a.redirect.Scheme != "http" || a.redirect.Hostname() != "127.0.0.1" && a.redirect.Hostname() != "::1" {
 			t.Fatalf("redirect to %v accepted", a.redirect)
 		}
-		if a.redirectErr == "" && (a.state == "" || !validChallenge(a.challenge)) {
+		if a.redirectErr == "" && (a.state == "" || !store.ValidPKCE(a.challenge)) {
 			t.Fatalf("invalid request accepted: %+v", a)
 		}
 	})
