@@ -43,10 +43,10 @@ func (s *Store) Record(ctx context.Context, a Audit, instance string) error {
 	if a.Kind == "User" || a.Kind == "AccessToken" {
 		apiVersion = Group + "/" + Version
 	}
+	// The API server takes an Event only in its involved object's namespace (or, for a cluster-scoped
+	// object, in "default"): a Namespace's record names the namespace it is written in, as the
+	// object's, so it stays in that namespace for `kubectl get events -n <namespace>`.
 	objNS := ns
-	if a.Kind == "Namespace" {
-		objNS = ""
-	}
 	ev := &corev1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: a.Name + "." + hex.EncodeToString(b[:]), Namespace: ns, Labels: map[string]string{LabelManaged: "true"}},
 		InvolvedObject:      corev1.ObjectReference{APIVersion: apiVersion, Kind: a.Kind, Name: a.Name, Namespace: objNS},

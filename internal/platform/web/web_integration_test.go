@@ -337,6 +337,21 @@ func TestUIOnCluster(t *testing.T) {
 		return nil
 	})
 	bobSeesNothing()
+	// Both changes are audit records in alice's namespace (the API server takes a Namespace's Event
+	// there only when it names that namespace as the object's).
+	evs, err := p.c.Clientset.CoreV1().Events(alice).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[string]bool{}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "Namespace" && e.InvolvedObject.Name == alice && strings.Contains(e.Message, bob) {
+			recorded[e.Reason] = true
+		}
+	}
+	if !recorded["PlatformShare"] || !recorded["PlatformUnshare"] {
+		t.Errorf("audit records of the share and unshare in %s: %v", alice, recorded)
+	}
 
 	// Cross-origin form posts are refused (Sec-Fetch-Site, or an Origin of another host).
 	for _, hdr := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}, {"Origin": "https://evil.example"}} {
