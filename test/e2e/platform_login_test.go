@@ -201,7 +201,7 @@ func TestPlatformLogins(t *testing.T) {
 	bu := newPlatformUser(t)
 	r := bu.startOnPTY("context", "use", p.url, "--ca-cert", p.caFile)
 	addr := r.waitFor(t, authorizeURL, time.Minute)
-	if _, text := b.open(tab, addr); !strings.Contains(text, "Sign in to log in the devtool CLI on this computer") {
+	if _, text := b.open(tab, addr); !strings.Contains(text, "The devtool CLI on this computer is logging in") {
 		t.Fatalf("the login's address without a session: %s\n%s", b.location(tab), text)
 	}
 	b.shot(tab, "signin-for-cli")
@@ -257,6 +257,7 @@ func TestPlatformLogins(t *testing.T) {
 		sr := su.startOnPTY("context", "use", p.url, "--ca-cert", p.caFile)
 		addr := sr.waitFor(t, authorizeURL, time.Minute)
 		b.open(otab, addr)
+		b.shot(otab, "signin-with-sso")
 		st, text := b.submit(otab, nil, "#sso-oidc") // the provider (mockoidc asks nothing) and back
 		if st != 200 || !strings.Contains(text, "asks to act as you, "+oidcUser) {
 			t.Fatalf("the consent page after single sign-on: %d %s\n%s", st, b.location(otab), text)

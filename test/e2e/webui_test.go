@@ -71,11 +71,11 @@ func TestWebUIInChromium(t *testing.T) {
 	s := hex.EncodeToString(sb[:])
 	tokens := map[string]string{}
 	aliceName, bobName := "alice-"+s, "bob-"+s
-	const alicePassword = "alice's long password"
+	const alicePassword, bobPassword = "alice's long password", "bob's long password"
 	for _, n := range []string{aliceName, bobName} {
-		req := api.CreateUserRequest{Name: n}
-		if n == aliceName {
-			req.Password = alicePassword
+		req := api.CreateUserRequest{Name: n, Password: alicePassword}
+		if n == bobName {
+			req.Password = bobPassword
 		}
 		r, err := admin.CreateUser(ctx, req)
 		if err != nil {
@@ -257,14 +257,15 @@ func TestWebUIInChromium(t *testing.T) {
 	}
 
 	// bob: none of alice's namespaces, environments, logs or secret names, by page or by URL.
-	// bob signs in with the keyboard alone: the token field has the focus, Enter submits.
+	// bob signs in with the keyboard alone: the name field has the focus, Tab goes to the password,
+	// Enter submits.
 	bt := b.tab()
 	b.open(bt, page("/signin"))
-	if id, err := chromedp.Run(bt, chromedp.Evaluate[string](`document.activeElement.id`)); err != nil || id != "token" {
-		t.Errorf("the sign-in page's focus is on %q (%v), want the token field", id, err)
+	if id, err := chromedp.Run(bt, chromedp.Evaluate[string](`document.activeElement.id`)); err != nil || id != "name" {
+		t.Errorf("the sign-in page's focus is on %q (%v), want the name field", id, err)
 	}
 	kctx, kcancel := context.WithTimeout(bt, time.Minute)
-	resp, err := chromedp.RunResponse(kctx, chromedp.KeyEvent(tokens[bobName]+kb.Enter))
+	resp, err := chromedp.RunResponse(kctx, chromedp.KeyEvent(bobName+kb.Tab+bobPassword+kb.Enter))
 	kcancel()
 	if err != nil || resp.Status != 200 {
 		t.Fatalf("bob's keyboard sign-in: %v", err)

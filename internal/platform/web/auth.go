@@ -63,18 +63,18 @@ type signInData struct {
 	Return    string
 	Password  bool
 	Providers []api.LoginProvider
-	For       string // what the sign-in is for, when not the UI itself
+	For       string // what the sign-in is for (a sentence), when not the UI itself
 	Name      string
 	Error     string
 }
 
-// signInFor says what a sign-in that returns to ret is for: the CLI's logins say so.
+// signInFor says what a sign-in that returns to ret is for, when it is one of the CLI's logins.
 func signInFor(ret string) string {
 	switch {
 	case strings.HasPrefix(ret, api.AuthorizePath):
-		return "to log in the devtool CLI on this computer"
+		return "The devtool CLI on this computer is logging in: sign in, then allow it to act as you."
 	case strings.HasPrefix(ret, api.DevicePagePath):
-		return "to log in the devtool CLI on another device"
+		return "The devtool CLI on another device is logging in: sign in, then enter the code it shows."
 	}
 	return ""
 }

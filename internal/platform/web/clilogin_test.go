@@ -192,7 +192,7 @@ func TestCLIBrowserLogin(t *testing.T) {
 			}
 			signin := p.loc
 			p = f.do(b, "GET", signin, nil, nil)
-			if p.status != 200 || !strings.Contains(p.body, "to log in the devtool CLI on this computer") {
+			if p.status != 200 || !strings.Contains(p.body, "The devtool CLI on this computer is logging in") {
 				fail("sign-in page for the CLI: %d\n%s", p.status, p.body)
 				return
 			}
