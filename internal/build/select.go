@@ -97,9 +97,9 @@ func KeepaliveFromEnv(getenv func(string) string) (*keepalive.ClientParameters, 
 
 // SelectOptions say where builds may run.
 type SelectOptions struct {
-	// IsPlatform: the current context is a devtool platform (its build service wins).
-	IsPlatform  bool
-	PlatformURL string
+	// Hosted is the platform's build service when the context is a platform that has one (and its
+	// builder is not set to something else): it comes after BUILDKIT_HOST, before the rest.
+	Hosted *HostedService
 	// ContextBuilder is the context's builder: a BuildKit address, "docker", or "".
 	ContextBuilder string
 	Getenv         func(string) string
@@ -111,14 +111,11 @@ type SelectOptions struct {
 	Warn func(string)
 }
 
-// Select picks the builder: the platform's build service when the context is a platform; else
-// BUILDKIT_HOST; else the context's builder address; else the local Docker daemon (DOCKER_HOST or the
-// default socket). Each candidate is checked; the first that answers is used. When none does, the
-// error lists every address tried and why it failed.
+// Select picks the builder: BUILDKIT_HOST; else the platform's build service (Hosted); else the
+// context's builder address; else the local Docker daemon (DOCKER_HOST or the default socket). Each
+// candidate is checked; the first that answers is used. When none does, the error lists every
+// address tried and why it failed.
 func Select(ctx context.Context, opts SelectOptions) (Builder, error) {
-	if opts.IsPlatform {
-		return &Platform{URL: opts.PlatformURL}, nil
-	}
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -159,7 +156,10 @@ func Select(ctx context.Context, opts SelectOptions) (Builder, error) {
 	if h := getenv(EnvBuildKitHost); strings.TrimSpace(h) != "" {
 		cands = append(cands, candidate{"BUILDKIT_HOST", &BuildKit{Addr: NormalizeBuildKitHost(h), DialOptions: dialOpts}})
 	}
-	if cb := strings.TrimSpace(opts.ContextBuilder); cb != "" && cb != "docker" {
+	if h := opts.Hosted; h != nil {
+		cands = append(cands, candidate{"the platform context", &BuildKit{Addr: NormalizeBuildKitHost(h.Addr), DialOptions: dialOpts, Hosted: h}})
+	}
+	if cb := strings.TrimSpace(opts.ContextBuilder); cb != "" && cb != "docker" && (opts.Hosted == nil || NormalizeBuildKitHost(cb) != NormalizeBuildKitHost(opts.Hosted.Addr)) {
 		cands = append(cands, candidate{"the context's builder", &BuildKit{Addr: NormalizeBuildKitHost(cb), DialOptions: dialOpts}})
 	}
 	dockerHost := getenv(EnvDockerHost)

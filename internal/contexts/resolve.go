@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/devtool/devtool/internal/build"
 	"github.com/devtool/devtool/internal/errs"
 	"github.com/devtool/devtool/internal/kube"
 	"github.com/devtool/devtool/internal/platform/api"
@@ -57,6 +58,12 @@ type Target struct {
 	Token         string // platform API token; never printed
 	// Platform is the platform context in use (IsPlatform), for commands that call its API.
 	Platform *Context
+	// Hosted is the platform's build service (nil when the context is not a platform, the platform
+	// has none, or the context's builder is set to another one). BUILDKIT_HOST still wins (build.Select).
+	Hosted *build.HostedService
+	// RegistryAuth authenticates to the platform's registry (nil without one): commands pass it on
+	// with build.WithRegistryAuth.
+	RegistryAuth *build.RegistryAuth
 }
 
 // Selection is which contexts and namespace a command uses, decided without touching the network.
@@ -270,6 +277,11 @@ func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 		if c.IsDevtool {
 			cp := *c
 			t.Platform = &cp
+			store, err := r.Store()
+			if err != nil {
+				return nil, err
+			}
+			t.Hosted, t.RegistryAuth = hostedBuild(store, &cp)
 		}
 	}
 	return t, nil
@@ -327,7 +339,7 @@ func (r *Resolver) platformConfig(sel *Selection) (*rest.Config, error) {
 			return nil, err
 		}
 		cp := *c
-		cp.Registry, cp.Builder, cp.ClusterDomain = info.Registry, info.Builder, info.Domain
+		cp.Registry, cp.Builder, cp.ClusterDomain, cp.BuildService = info.Registry, info.Builder, info.Domain, info.Builder
 		cp.IngressClass, cp.EndpointPort = info.IngressClass, info.EndpointPort
 		if sel.Namespace == "" {
 			if err := needToken(c); err != nil {
@@ -342,22 +354,32 @@ func (r *Resolver) platformConfig(sel *Selection) (*rest.Config, error) {
 		}
 		sel.Context = &cp
 		c = &cp
-	} else if c.ClusterDomain != "" && c.IngressClass == "" && c.EndpointPort == 0 {
-		// Saved by a devtool that did not keep the endpoints' class and port: ask (not saved; a
-		// new 'devtool context use' saves them).
+	} else if needIngress, needBuild := c.ClusterDomain != "" && c.IngressClass == "" && c.EndpointPort == 0,
+		c.BuildService == "" && c.Builder == "" && c.Registry == ""; needIngress || needBuild {
+		// Saved by a devtool that did not keep the endpoints' class and port (asked, not saved: a new
+		// 'devtool context use' saves them), or before its platform had a build service (learnt once:
+		// saved). Only the first makes a failure an error.
 		pc, err := PlatformClient(c)
 		if err != nil {
 			return nil, err
 		}
 		info, err := pc.Info(ctx)
 		pc.Close()
-		if err != nil {
+		if err != nil && needIngress {
 			return nil, err
 		}
-		cp := *c
-		cp.IngressClass, cp.EndpointPort = info.IngressClass, info.EndpointPort
-		sel.Context = &cp
-		c = &cp
+		if err == nil {
+			cp := *c
+			if needIngress {
+				cp.IngressClass, cp.EndpointPort = info.IngressClass, info.EndpointPort
+			}
+			if needBuild && (info.Builder != "" || info.Registry != "") {
+				cp.Builder, cp.BuildService, cp.Registry = info.Builder, info.Builder, info.Registry
+				saveBuildInfo(store, c.Name, info)
+			}
+			sel.Context = &cp
+			c = &cp
+		}
 	}
 	return PlatformRESTConfig(ctx, &KubeTokens{Store: store}, c)
 }
@@ -383,6 +405,17 @@ func EndpointPortFromEnv(getenv func(string) string) (int, error) {
 		return 0, errs.FlagErrorf("%s=%q: a port number (1-65535)", EnvEndpointPort, v)
 	}
 	return n, nil
+}
+
+// saveBuildInfo saves the platform's builder and registry in its saved context, unless that context
+// has them already; a failure to save only means asking again next time.
+func saveBuildInfo(store *Store, name string, info *api.Info) {
+	_ = store.Update(func(cfg *Config) error {
+		if saved := cfg.Contexts[name]; saved != nil && saved.IsDevtool && saved.Builder == "" && saved.Registry == "" {
+			saved.Builder, saved.BuildService, saved.Registry = info.Builder, info.Builder, info.Registry
+		}
+		return nil
+	})
 }
 
 func nsOf(c *Context) string {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/devtool/devtool/internal/platform/analytics"
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/pki"
 	"github.com/devtool/devtool/internal/platform/store"
 )
 
@@ -42,6 +43,9 @@ type Options struct {
 	// Web serves every path outside the API (/api/) and /healthz: the web UI
 	// (internal/platform/web), behind the same per-address limit and request log. nil: JSON 404s.
 	Web http.Handler
+	// BuilderCA signs users' client certificates for the hosted BuildKit (nil, or Info.Builder
+	// empty: no build service, POST /builder/credentials answers 404).
+	BuilderCA *pki.CA
 }
 
 // Server serves the API.
@@ -85,6 +89,7 @@ func New(o Options) *Server {
 	s.handle("PUT "+p+"/namespaces/{name}/members/{user}", s.share)
 	s.handle("DELETE "+p+"/namespaces/{name}/members/{user}", s.unshare)
 	s.handle("POST "+p+"/kubetoken", s.kubeToken)
+	s.handle("POST "+p+"/builder/credentials", s.builderCredentials)
 	s.handle("GET "+p+"/secrets", s.listSecrets)
 	s.handle("GET "+p+"/secrets/values", s.resolveSecrets)
 	s.handle("PUT "+p+"/secrets/{name}", s.putSecret)
