@@ -354,32 +354,22 @@ func (r *Resolver) platformConfig(sel *Selection) (*rest.Config, error) {
 		}
 		sel.Context = &cp
 		c = &cp
-	} else if needIngress, needBuild := c.ClusterDomain != "" && c.IngressClass == "" && c.EndpointPort == 0,
-		c.BuildService == "" && c.Builder == "" && c.Registry == ""; needIngress || needBuild {
-		// Saved by a devtool that did not keep the endpoints' class and port (asked, not saved: a new
-		// 'devtool context use' saves them), or before its platform had a build service (learnt once:
-		// saved). Only the first makes a failure an error.
+	} else if c.ClusterDomain != "" && c.IngressClass == "" && c.EndpointPort == 0 {
+		// Saved by a devtool that did not keep the endpoints' class and port: ask (not saved; a
+		// new 'devtool context use' saves them).
 		pc, err := PlatformClient(c)
 		if err != nil {
 			return nil, err
 		}
 		info, err := pc.Info(ctx)
 		pc.Close()
-		if err != nil && needIngress {
+		if err != nil {
 			return nil, err
 		}
-		if err == nil {
-			cp := *c
-			if needIngress {
-				cp.IngressClass, cp.EndpointPort = info.IngressClass, info.EndpointPort
-			}
-			if needBuild && (info.Builder != "" || info.Registry != "") {
-				cp.Builder, cp.BuildService, cp.Registry = info.Builder, info.Builder, info.Registry
-				saveBuildInfo(store, c.Name, info)
-			}
-			sel.Context = &cp
-			c = &cp
-		}
+		cp := *c
+		cp.IngressClass, cp.EndpointPort = info.IngressClass, info.EndpointPort
+		sel.Context = &cp
+		c = &cp
 	}
 	return PlatformRESTConfig(ctx, &KubeTokens{Store: store}, c)
 }
@@ -405,17 +395,6 @@ func EndpointPortFromEnv(getenv func(string) string) (int, error) {
 		return 0, errs.FlagErrorf("%s=%q: a port number (1-65535)", EnvEndpointPort, v)
 	}
 	return n, nil
-}
-
-// saveBuildInfo saves the platform's builder and registry in its saved context, unless that context
-// has them already; a failure to save only means asking again next time.
-func saveBuildInfo(store *Store, name string, info *api.Info) {
-	_ = store.Update(func(cfg *Config) error {
-		if saved := cfg.Contexts[name]; saved != nil && saved.IsDevtool && saved.Builder == "" && saved.Registry == "" {
-			saved.Builder, saved.BuildService, saved.Registry = info.Builder, info.Builder, info.Registry
-		}
-		return nil
-	})
 }
 
 func nsOf(c *Context) string {
