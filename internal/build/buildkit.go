@@ -72,11 +72,11 @@ func (b *BuildKit) client(ctx context.Context) (*client.Client, error) {
 	return client.New(ctx, b.Addr, opts...)
 }
 
-// Ping checks the daemon answers. A hosted service that refuses the kept client certificate (or
-// whose certificate the kept CA does not verify) gets one more try with a new one.
+// Ping checks the daemon answers. A hosted service that cannot be reached with the kept client
+// certificate (refused, or its own certificate not of the kept CA) gets one more try with a new one.
 func (b *BuildKit) Ping(ctx context.Context) error {
 	err := b.ping(ctx)
-	if err != nil && b.Hosted != nil && b.Hosted.Forget != nil && ctx.Err() == nil && isTLSRefusal(err) {
+	if err != nil && b.Hosted != nil && b.Hosted.Forget != nil && ctx.Err() == nil {
 		b.Hosted.Forget()
 		err = b.ping(ctx)
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/moby/buildkit/session"
@@ -27,17 +26,12 @@ type HostedService struct {
 	// Credentials returns the client certificate, its key and the CA of the daemon's certificate
 	// (PEM), renewing them as needed; called on every connection.
 	Credentials func(ctx context.Context) (cert, key, ca []byte, err error)
-	// Forget, when set, drops the kept certificate: called once when the daemon and the client do
-	// not accept each other's certificates (the platform's CA was replaced), before one more try.
+	// Forget, when set, drops the kept certificate: called once when the daemon cannot be reached
+	// with it, before one more try with a new one. (A certificate BuildKit refuses does not always
+	// say so: under TLS 1.3 the client sees the connection closed after its handshake.)
 	Forget func()
 }
 
-// isTLSRefusal tells a failed handshake (a certificate one side does not accept) from other
-// failures (the daemon not answering).
-func isTLSRefusal(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "tls:") || strings.Contains(s, "x509:")
-}
 
 // TLSCredentials is the gRPC transport security of a hosted build service connection: the client
 // certificate, and the daemon's certificate checked against the CA the platform gave (never the

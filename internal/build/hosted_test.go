@@ -5,14 +5,19 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/moby/buildkit/session"
 	"github.com/moby/buildkit/session/auth"
 	"google.golang.org/grpc"
+
+	"github.com/devtool/devtool/internal/platform/pki"
 )
 
 type recordingAuth struct {
@@ -95,5 +100,46 @@ func TestRegistryAuthOnlyForItsHost(t *testing.T) {
 	}})
 	if _, err := authn.Resolve(bad, registryKeychain(bad), repo); err == nil || !strings.Contains(err.Error(), "127.0.0.1:31500") || !strings.Contains(err.Error(), "token revoked") {
 		t.Errorf("failure: %v", err)
+	}
+}
+
+func TestTLSFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	ca, _, err := pki.NewCA("ca", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, csr, _ := pki.NewClientKey("x")
+	cert, _, err := ca.SignClient(csr, "x", time.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	certF, keyF, caF := write("tls.crt", cert), write("tls.key", key), write("ca.crt", ca.CertPEM)
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	if o, err := TLSFromEnv(env(nil)); o != nil || err != nil {
+		t.Errorf("none set: %v %v", o, err)
+	}
+	if o, err := TLSFromEnv(env(map[string]string{EnvBuildKitCert: certF, EnvBuildKitKey: keyF, EnvBuildKitCA: caF})); o == nil || err != nil {
+		t.Errorf("all three: %v", err)
+	}
+	if _, err := TLSFromEnv(env(map[string]string{EnvBuildKitCert: certF})); err == nil || !strings.Contains(err.Error(), EnvBuildKitCA) {
+		t.Errorf("one of three: %v", err)
+	}
+	if _, err := TLSFromEnv(env(map[string]string{EnvBuildKitCert: certF, EnvBuildKitKey: caF, EnvBuildKitCA: caF})); err == nil {
+		t.Error("a CA as the key")
+	}
+	if _, err := TLSFromEnv(env(map[string]string{EnvBuildKitCert: certF, EnvBuildKitKey: keyF, EnvBuildKitCA: filepath.Join(dir, "none")})); err == nil || !strings.Contains(err.Error(), EnvBuildKitCA) {
+		t.Errorf("a missing file: %v", err)
+	}
+	// Select refuses the half-set variables before asking any daemon.
+	if _, err := Select(context.Background(), SelectOptions{Getenv: env(map[string]string{EnvBuildKitKey: keyF})}); err == nil || !strings.Contains(err.Error(), EnvBuildKitCert) {
+		t.Errorf("Select: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -167,7 +168,10 @@ func pushRandom(t *testing.T, ref, user, password string) int {
 //   - an expired certificate (signed with the builder CA for the past) is refused by BuildKit, and
 //     the CLI holding it renews it and builds; so does one of another CA that BuildKit refuses;
 //   - BUILDKIT_HOST still wins: the build runs on a local BuildKit and still pushes to the
-//     platform's registry with the user's credentials.
+//     platform's registry with the user's credentials;
+//   - a pipeline runner's way in (no platform context): BUILDKIT_HOST to the hosted BuildKit with
+//     DEVTOOL_BUILDKIT_CERT/KEY/CA, the registry's credentials in a Docker config; refused without
+//     the certificate.
 func TestPlatformHostedBuild(t *testing.T) {
 	hp := findHostedPlatform(t)
 	ctx := context.Background()
@@ -372,6 +376,44 @@ func TestPlatformHostedBuild(t *testing.T) {
 		t.Fatal(err)
 	} else if _, err := remote.Head(r, remote.WithContext(ctx)); err != nil {
 		t.Errorf("the locally built image is not in the platform's registry: %v", err)
+	}
+
+	// 5. What a pipeline's runner does (no platform context, no API token): BUILDKIT_HOST names the
+	// hosted BuildKit, DEVTOOL_BUILDKIT_CERT/KEY/CA a certificate the platform signed, and a Docker
+	// config the registry's credentials (the user's Kubernetes token). Without the certificate
+	// BuildKit is not reachable at all.
+	runner := newPlatformUser(t)
+	writeBusyboxContext(t, runner.dir, marker)
+	runner.env = []string{"BUILDKIT_HOST=" + strings.TrimPrefix(hp.info.Builder, "tcp://")}
+	_, errOut, err = runner.run("build", "-f", "Dockerfile", "--tag", reg+"/"+aliceName+"/runner:1")
+	if err == nil {
+		t.Fatalf("the hosted BuildKit built for a client without a certificate:\n%s", errOut)
+	}
+	key, csr, _ = pki.NewClientKey(aliceName)
+	runnerCert, _, err := builderCA.SignClient(csr, aliceName, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"tls.crt": runnerCert, "tls.key": key, "ca.crt": builderCA.CertPEM,
+		"docker/config.json": []byte(fmt.Sprintf(`{"auths": {%q: {"auth": %q}}}`, reg,
+			base64.StdEncoding.EncodeToString([]byte(aliceName+":"+aliceKube))))}
+	for n, b := range files {
+		p := filepath.Join(runner.home, n)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runner.env = append(runner.env, "DEVTOOL_BUILDKIT_CERT="+filepath.Join(runner.home, "tls.crt"),
+		"DEVTOOL_BUILDKIT_KEY="+filepath.Join(runner.home, "tls.key"), "DEVTOOL_BUILDKIT_CA="+filepath.Join(runner.home, "ca.crt"),
+		"DOCKER_CONFIG="+filepath.Join(runner.home, "docker"))
+	runner.mustRun("build", "-f", "Dockerfile", "--tag", reg+"/"+aliceName+"/runner:1")
+	if r, err := name.ParseReference(reg+"/"+aliceName+"/runner:1", name.Insecure); err != nil {
+		t.Fatal(err)
+	} else if _, err := remote.Head(r, remote.WithContext(ctx)); err != nil {
+		t.Errorf("the runner's image is not in the platform's registry: %v", err)
 	}
 }
 
