@@ -32,7 +32,6 @@ type HostedService struct {
 	Forget func()
 }
 
-
 // TLSCredentials is the gRPC transport security of a hosted build service connection: the client
 // certificate, and the daemon's certificate checked against the CA the platform gave (never the
 // system's roots).
