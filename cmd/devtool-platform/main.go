@@ -1,6 +1,8 @@
 // Command devtool-platform is the platform server (docs/platform.md): `serve` runs the API and the
 // web UI in the cluster, `ingress` runs the platform's ingress proxy, `install` puts the platform into
-// a cluster (run by deploy/platform/devtool.yml).
+// a cluster (run by deploy/platform/devtool.yml), `registry-proxy` is the access check in front of
+// the hosted registry, `forward` relays a loopback address to a Service (the hosted registry's name
+// inside a pod).
 package main
 
 import (
@@ -14,28 +16,34 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/devtool/devtool/internal/buildinfo"
 	"github.com/devtool/devtool/internal/platform/analytics"
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/forward"
 	"github.com/devtool/devtool/internal/platform/ingress"
 	"github.com/devtool/devtool/internal/platform/install"
 	"github.com/devtool/devtool/internal/platform/leader"
+	"github.com/devtool/devtool/internal/platform/pki"
+	"github.com/devtool/devtool/internal/platform/registryproxy"
 	"github.com/devtool/devtool/internal/platform/server"
 	"github.com/devtool/devtool/internal/platform/sso"
 	"github.com/devtool/devtool/internal/platform/store"
 	"github.com/devtool/devtool/internal/platform/web"
 )
 
-const usage = `usage: devtool-platform serve|ingress|install [flags]   (devtool-platform <command> -h lists the flags)`
+const usage = `usage: devtool-platform serve|ingress|install|registry-proxy|forward [flags]   (devtool-platform <command> -h lists the flags)`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -57,6 +65,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		err = ingressCmd(ctx, args[1:], stderr)
 	case "install":
 		err = installCmd(ctx, args[1:], stderr)
+	case "registry-proxy":
+		err = registryProxy(ctx, args[1:], stderr)
+	case "forward":
+		err = forwardCmd(ctx, args[1:], stderr)
 	case "version":
 		fmt.Println(buildinfo.Version)
 	default:
@@ -120,6 +132,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	kubeBurst := fs.Int("kube-burst", 200, "burst of requests to the Kubernetes API")
 	sweep := fs.Duration("sweep-interval", time.Minute, "how often the leader sweeps expired tokens, web sessions and logins and stale failed-login counts")
 	withWeb := fs.Bool("web", true, "serve the web UI beside the API: its pages are where people sign in (browser and device logins of the CLI, single sign-on); docs/platform.md")
+	builder := fs.String("builder", "", "the hosted BuildKit's address users get (tcp://host:port); needs --builder-ca-dir")
+	builderCADir := fs.String("builder-ca-dir", "", "folder holding ca.crt and ca.key of the builder CA (signs users' BuildKit client certificates)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -134,6 +148,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *sweep < time.Second {
 		return usageError{"serve: --sweep-interval: at least 1s"}
+	}
+	if (*builder == "") != (*builderCADir == "") {
+		return usageError{"serve: --builder and --builder-ca-dir go together"}
 	}
 	if *certFile == "" || *keyFile == "" {
 		return usageError{"serve: --tls-cert and --tls-key are required (the platform serves HTTPS only)"}
@@ -154,19 +171,34 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("reading the API server's CA: %w", err)
 	}
+	var builderCA *pki.CA
+	if *builderCADir != "" {
+		crt, err := os.ReadFile(filepath.Join(*builderCADir, "ca.crt"))
+		if err != nil {
+			return fmt.Errorf("reading the builder CA: %w", err)
+		}
+		key, err := os.ReadFile(filepath.Join(*builderCADir, "ca.key"))
+		if err != nil {
+			return fmt.Errorf("reading the builder CA's key: %w", err)
+		}
+		if builderCA, err = pki.ParseCA(crt, key); err != nil {
+			return fmt.Errorf("the builder CA in %s: %w", *builderCADir, err)
+		}
+	}
 	agg := &analytics.Aggregator{Kube: st.Kube, Namespace: *ns, Default: *allowAnalytics, Log: log}
 	instance := os.Getenv("POD_NAME")
 	if instance == "" {
 		instance, _ = os.Hostname()
 	}
 	info := api.Info{Version: buildinfo.Version, MinCLIVersion: *minCLI, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain,
-		Registry: *registry, IngressClass: *ingressClass, EndpointPort: *endpointPort}
+		Registry: *registry, IngressClass: *ingressClass, EndpointPort: *endpointPort, Builder: *builder}
 	var (
 		srv *server.Server
 		ui  *web.UI
 	)
 	providers := sso.New(st, log)
-	so := server.Options{Store: st, Log: log, Instance: instance, ExternalURL: *externalURL, Analytics: agg, Info: info, SSO: providers}
+	so := server.Options{Store: st, Log: log, Instance: instance, ExternalURL: *externalURL, Analytics: agg, Info: info, SSO: providers,
+		BuilderCA: builderCA}
 	if *withWeb {
 		// The UI shares the server's rate limits and password check (with its lockout and audit).
 		ui, err = web.New(web.Options{Store: st, Info: info, Log: log, Instance: instance, Analytics: agg, SSO: providers, ExternalURL: *externalURL,
@@ -326,8 +358,22 @@ func installCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		oidc[f.key] = fs.String(f.flag, "", f.usage)
 	}
 	secretFile := fs.String("oidc-client-secret-file", "", "file holding the platform's client secret at the provider (or $DEVTOOL_OIDC_CLIENT_SECRET)")
+	buildService := fs.Bool("build-service", true, "install the hosted build service (BuildKit and a registry; docs/build.md)")
+	bs := install.BuildService{}
+	fs.StringVar(&bs.BuildKitImage, "buildkit-image", "", "BuildKit image to run (default: made from --buildkitd and --runc, pushed to --registry)")
+	fs.StringVar(&bs.RegistryImage, "registry-image", "", "registry image to run (default: made from --registry-bin, pushed to --registry)")
+	fs.StringVar(&bs.BuildKitd, "buildkitd", install.DefaultBuildKitd(), "buildkitd binary for the BuildKit image (hack/buildkit/build.sh)")
+	fs.StringVar(&bs.Runc, "runc", "/usr/sbin/runc", "runc binary for the BuildKit image (its shared libraries go with it)")
+	fs.StringVar(&bs.RegistryBin, "registry-bin", "/usr/bin/docker-registry", "Distribution registry binary for the registry image (Debian's docker-registry)")
+	fs.StringVar(&bs.CacheSize, "buildkit-cache-size", "20Gi", "size of BuildKit's cache claim")
+	fs.StringVar(&bs.RegistrySize, "registry-size", "10Gi", "size of the registry's claim")
+	fs.StringVar(&bs.RegistryAddress, "hosted-registry", "", "the hosted registry as users and the kubelet name it (default 127.0.0.1:<node port>)")
+	fs.StringVar(&bs.BuilderAddress, "hosted-builder", "", "the hosted BuildKit as users reach it (default tcp://127.0.0.1:<node port>)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
+	}
+	if *buildService {
+		o.BuildService = &bs
 	}
 	o.OIDC = map[string]string{}
 	for k, v := range oidc {
@@ -387,4 +433,78 @@ func readKey(path string, n int) ([]byte, error) {
 		return nil, fmt.Errorf("key %s: %d bytes, want %d", path, len(b), n)
 	}
 	return b, nil
+}
+
+func registryProxy(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("registry-proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", ":5000", "address to serve the registry API on (in a pod: its own network only)")
+	upstream := fs.String("upstream", "http://127.0.0.1:5001", "the registry behind the proxy")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster, else KUBECONFIG)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	up, err := url.Parse(*upstream)
+	if err != nil || up.Host == "" || (up.Scheme != "http" && up.Scheme != "https") {
+		return usageError{fmt.Sprintf("registry-proxy: --upstream %q: expected http://HOST:PORT", *upstream)}
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("pod", os.Getenv("POD_NAME"))
+	cfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "devtool-platform-registry-proxy/" + buildinfo.Version
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler: &registryproxy.Proxy{Upstream: up, Kube: kc, Log: log},
+		// No read or write timeout: layers take the time they take. Headers must come quickly.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "upstream", up.String(), "version", buildinfo.Version)
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	<-done
+	return err
+}
+
+func forwardCmd(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: devtool-platform forward LISTEN=TO...   (each HOST:PORT; e.g. 127.0.0.1:30500=devtool-registry.devtool-system.svc.cluster.local:5000)")
+	}
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() == 0 {
+		return usageError{"forward: give at least one LISTEN=TO"}
+	}
+	var rules []forward.Rule
+	for _, a := range fs.Args() {
+		r, err := forward.ParseRule(a)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		rules = append(rules, r)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	return (&forward.Forwarder{Log: log}).Run(ctx, rules)
 }

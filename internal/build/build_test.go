@@ -231,30 +231,30 @@ func closedAddr(t *testing.T) string {
 
 func TestSelect(t *testing.T) {
 	ctx := context.Background()
-	b, err := Select(ctx, SelectOptions{IsPlatform: true, PlatformURL: "https://p.example"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Build(ctx, Request{}); !errors.Is(err, ErrPlatformUnavailable) {
-		t.Errorf("platform builder: got %v", err)
-	}
-
-	bk, ctxBuilder := closedAddr(t), closedAddr(t)
+	bk, ctxBuilder, hosted := closedAddr(t), closedAddr(t), closedAddr(t)
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	env := map[string]string{EnvBuildKitHost: bk, EnvDockerHost: "unix://" + sock}
+	h := &HostedService{Addr: "tcp://" + hosted, Platform: "https://p.example", Credentials: func(context.Context) ([]byte, []byte, []byte, error) {
+		return nil, nil, nil, errors.New("no certificate today")
+	}}
 	start := time.Now()
-	_, err = Select(ctx, SelectOptions{ContextBuilder: ctxBuilder, Getenv: func(k string) string { return env[k] }, ProbeTimeout: 3 * time.Second})
+	_, err := Select(ctx, SelectOptions{ContextBuilder: ctxBuilder, Hosted: h, Getenv: func(k string) string { return env[k] }, ProbeTimeout: 3 * time.Second})
 	if !errors.Is(err, ErrNoBuilder) {
 		t.Fatalf("want ErrNoBuilder, got %v", err)
 	}
 	msg := err.Error()
-	for _, want := range []string{"tcp://" + bk, "BUILDKIT_HOST", "tcp://" + ctxBuilder, "the context's builder", "unix://" + sock, "DOCKER_HOST"} {
+	for _, want := range []string{"tcp://" + bk, "BUILDKIT_HOST", "tcp://" + hosted, "build service of https://p.example", "no certificate today",
+		"tcp://" + ctxBuilder, "the context's builder", "unix://" + sock, "DOCKER_HOST"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error does not name %q:\n%s", want, msg)
 		}
 	}
-	if strings.Count(msg, "\n  - ") != 3 {
-		t.Errorf("want three candidates listed:\n%s", msg)
+	if strings.Count(msg, "\n  - ") != 4 {
+		t.Errorf("want four candidates listed:\n%s", msg)
+	}
+	// BUILDKIT_HOST first, then the platform's service, then the context's builder, then Docker.
+	if i, j, k := strings.Index(msg, bk), strings.Index(msg, hosted), strings.Index(msg, ctxBuilder); !(i < j && j < k) {
+		t.Errorf("candidates out of order:\n%s", msg)
 	}
 	t.Logf("failed in %v:\n%s", time.Since(start), msg)
 

@@ -29,6 +29,9 @@ type BuildKit struct {
 	Addr string
 	// DialOptions are extra gRPC options (keepalive, see KeepaliveFromEnv).
 	DialOptions []grpc.DialOption
+	// Hosted, when set, is the platform build service this daemon is: every connection presents
+	// the client certificate it gives and checks the daemon against its CA.
+	Hosted *HostedService
 }
 
 // NormalizeBuildKitHost adds tcp:// to an address written HOST:PORT (as BUILDKIT_HOST is in the spec);
@@ -42,18 +45,45 @@ func NormalizeBuildKitHost(s string) string {
 }
 
 // Name implements Builder.
-func (b *BuildKit) Name() string { return "BuildKit at " + b.Addr }
+func (b *BuildKit) Name() string {
+	if b.Hosted != nil {
+		return "the build service of " + b.Hosted.Platform + " (BuildKit at " + b.Addr + ")"
+	}
+	return "BuildKit at " + b.Addr
+}
 
 func (b *BuildKit) client(ctx context.Context) (*client.Client, error) {
-	opts := make([]client.ClientOpt, 0, len(b.DialOptions))
+	opts := make([]client.ClientOpt, 0, len(b.DialOptions)+1)
 	for _, o := range b.DialOptions {
 		opts = append(opts, client.WithGRPCDialOption(o))
+	}
+	if b.Hosted != nil {
+		cert, key, ca, err := b.Hosted.Credentials(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("getting a client certificate for the build service of %s: %w", b.Hosted.Platform, err)
+		}
+		tc, err := TLSCredentials(cert, key, ca)
+		if err != nil {
+			return nil, err
+		}
+		// After the client's own (insecure) transport option, so this one wins.
+		opts = append(opts, client.WithGRPCDialOption(tc))
 	}
 	return client.New(ctx, b.Addr, opts...)
 }
 
-// Ping checks the daemon answers.
+// Ping checks the daemon answers. A hosted service that cannot be reached with the kept client
+// certificate (refused, or its own certificate not of the kept CA) gets one more try with a new one.
 func (b *BuildKit) Ping(ctx context.Context) error {
+	err := b.ping(ctx)
+	if err != nil && b.Hosted != nil && b.Hosted.Forget != nil && ctx.Err() == nil {
+		b.Hosted.Forget()
+		err = b.ping(ctx)
+	}
+	return err
+}
+
+func (b *BuildKit) ping(ctx context.Context) error {
 	c, err := b.client(ctx)
 	if err != nil {
 		return err
@@ -73,7 +103,7 @@ func (b *BuildKit) Build(ctx context.Context, req Request) (Result, error) {
 		return Result{}, fmt.Errorf("connecting to BuildKit at %s: %w", b.Addr, err)
 	}
 	defer c.Close()
-	opt, err := solveOptions(req, solveSpec{exporter: client.ExporterImage, push: req.Push})
+	opt, err := solveOptions(ctx, req, solveSpec{exporter: client.ExporterImage, push: req.Push})
 	if err != nil {
 		return Result{}, err
 	}
@@ -103,7 +133,7 @@ type solveSpec struct {
 }
 
 // solveOptions makes the solve of a Dockerfile build with the daemon's built-in Dockerfile frontend.
-func solveOptions(req Request, spec solveSpec) (client.SolveOpt, error) {
+func solveOptions(ctx context.Context, req Request, spec solveSpec) (client.SolveOpt, error) {
 	dockerfile := req.dockerfilePath()
 	ctxFS, err := fsutil.NewFS(req.Context)
 	if err != nil {
@@ -155,9 +185,9 @@ func solveOptions(req Request, spec solveSpec) (client.SolveOpt, error) {
 		LocalMounts:         map[string]fsutil.FS{"context": ctxFS, "dockerfile": dfFS},
 		Exports:             []client.ExportEntry{{Type: spec.exporter, Attrs: exportAttrs}},
 		AllowedEntitlements: spec.entitlements,
-		Session: []session.Attachable{boundAuthProvider(authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{
+		Session: []session.Attachable{withRegistryAuth(ctx, boundAuthProvider(authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{
 			ConfigFile: dockerconfig.LoadDefaultConfigFile(io.Discard),
-		}))},
+		})))},
 	}
 	if len(req.Secrets) > 0 {
 		srcs := make([]secretsprovider.Source, 0, len(req.Secrets))

@@ -56,8 +56,15 @@ func waitAside[T any](ctx context.Context, timeout time.Duration, what string, f
 // their context ends.
 type boundedKeychain struct{ inner authn.Keychain }
 
-// registryKeychain is the Docker keychain with a deadline on its credential helpers.
-func registryKeychain() authn.Keychain { return boundedKeychain{authn.DefaultKeychain} }
+// registryKeychain is the Docker keychain with a deadline on its credential helpers, behind the
+// platform registry's credentials when ctx carries them (WithRegistryAuth).
+func registryKeychain(ctx context.Context) authn.Keychain {
+	k := authn.Keychain(boundedKeychain{authn.DefaultKeychain})
+	if a := registryAuthFrom(ctx); a != nil {
+		k = hostedKeychain{a: a, next: k}
+	}
+	return k
+}
 
 func (k boundedKeychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
 	return k.ResolveContext(context.Background(), r)
@@ -75,7 +82,7 @@ func (k boundedKeychain) ResolveContext(ctx context.Context, r authn.Resource) (
 func registryOptions(ctx context.Context) []remote.Option {
 	t := remote.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = registryResponseTimeout
-	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(registryKeychain()), remote.WithTransport(t)}
+	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(registryKeychain(ctx)), remote.WithTransport(t)}
 }
 
 // boundedAuthProvider wraps BuildKit's session auth provider (which runs the Docker credential

@@ -239,7 +239,7 @@ func (d *Docker) buildWithBuildKit(ctx context.Context, req Request, db daemonBu
 	if err != nil {
 		return Result{}, err
 	}
-	opt, err := solveOptions(req, spec)
+	opt, err := solveOptions(ctx, req, spec)
 	if err != nil {
 		return Result{}, err
 	}
@@ -365,7 +365,11 @@ func (d *Docker) buildClassic(ctx context.Context, req Request, why string) (Res
 var emptyAuth = base64.URLEncoding.EncodeToString([]byte("{}"))
 
 func (d *Docker) push(ctx context.Context, ref string, out io.Writer, fd uintptr, isTerm bool) (string, error) {
-	rc, err := d.client.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: emptyAuth})
+	ra, err := dockerPushAuth(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	rc, err := d.client.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: ra})
 	if err != nil {
 		return "", fmt.Errorf("pushing %s: %w", ref, err)
 	}

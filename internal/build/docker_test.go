@@ -49,7 +49,7 @@ func TestDockerSolveOptions(t *testing.T) {
 		Secrets:     []Secret{{ID: "tok", Src: dir + "/secret"}},
 		ExportCache: "127.0.0.1:5000/a:cache", CacheFrom: []string{"127.0.0.1:5000/a:cache", "registry.example/c:1"}}
 
-	bkOpt, err := solveOptions(req, solveSpec{exporter: client.ExporterImage, push: true})
+	bkOpt, err := solveOptions(context.Background(), req, solveSpec{exporter: client.ExporterImage, push: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestDockerSolveOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dOpt, err := solveOptions(req, spec)
+	dOpt, err := solveOptions(context.Background(), req, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestDockerSolveOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cOpt, err := solveOptions(req, spec)
+	cOpt, err := solveOptions(context.Background(), req, spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // Environment variables read by this package (always through an injected getenv).
@@ -24,7 +26,47 @@ const (
 	// EnvDockerBuildKit set to 0 (false) makes the Docker backend build with the daemon's classic
 	// builder, as with the Docker CLI.
 	EnvDockerBuildKit = "DOCKER_BUILDKIT"
+	// EnvBuildKitCert, EnvBuildKitKey and EnvBuildKitCA name PEM files: a client certificate, its key
+	// and the CA of the daemon's certificate, for BUILDKIT_HOST and the context's builder (mTLS, as
+	// buildctl's --tlscert, --tlskey, --tlscacert). All three or none.
+	EnvBuildKitCert = "DEVTOOL_BUILDKIT_CERT"
+	EnvBuildKitKey  = "DEVTOOL_BUILDKIT_KEY"
+	EnvBuildKitCA   = "DEVTOOL_BUILDKIT_CA"
 )
+
+// maxPEMFile bounds a certificate or key file named by the environment.
+const maxPEMFile = 1 << 20
+
+// TLSFromEnv reads DEVTOOL_BUILDKIT_CERT, _KEY and _CA: nil when none is set; an error naming the
+// variables when only some are, or when the files are not a usable certificate, key and CA.
+func TLSFromEnv(getenv func(string) string) (grpc.DialOption, error) {
+	names := []string{EnvBuildKitCert, EnvBuildKitKey, EnvBuildKitCA}
+	var paths []string
+	for _, n := range names {
+		if v := strings.TrimSpace(getenv(n)); v != "" {
+			paths = append(paths, v)
+		}
+	}
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	if len(paths) != 3 {
+		return nil, fmt.Errorf("%s: set all three (a client certificate, its key, and the CA of the BuildKit daemon's certificate) or none", strings.Join(names, ", "))
+	}
+	var data [3][]byte
+	for i, p := range paths {
+		b, err := safefile.Read(p, maxPEMFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", names[i], err)
+		}
+		data[i] = b
+	}
+	opt, err := TLSCredentials(data[0], data[1], data[2])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+	}
+	return opt, nil
+}
 
 // DockerClassicFromEnv reads DOCKER_BUILDKIT as the Docker CLI does: unset or empty keeps the
 // daemon's BuildKit; a boolean (1, 0, true, false, …) says whether to use it. Anything else is an
@@ -97,9 +139,9 @@ func KeepaliveFromEnv(getenv func(string) string) (*keepalive.ClientParameters, 
 
 // SelectOptions say where builds may run.
 type SelectOptions struct {
-	// IsPlatform: the current context is a devtool platform (its build service wins).
-	IsPlatform  bool
-	PlatformURL string
+	// Hosted is the platform's build service when the context is a platform that has one (and its
+	// builder is not set to something else): it comes after BUILDKIT_HOST, before the rest.
+	Hosted *HostedService
 	// ContextBuilder is the context's builder: a BuildKit address, "docker", or "".
 	ContextBuilder string
 	Getenv         func(string) string
@@ -111,14 +153,11 @@ type SelectOptions struct {
 	Warn func(string)
 }
 
-// Select picks the builder: the platform's build service when the context is a platform; else
-// BUILDKIT_HOST; else the context's builder address; else the local Docker daemon (DOCKER_HOST or the
-// default socket). Each candidate is checked; the first that answers is used. When none does, the
-// error lists every address tried and why it failed.
+// Select picks the builder: BUILDKIT_HOST; else the platform's build service (Hosted); else the
+// context's builder address; else the local Docker daemon (DOCKER_HOST or the default socket). Each
+// candidate is checked; the first that answers is used. When none does, the error lists every
+// address tried and why it failed.
 func Select(ctx context.Context, opts SelectOptions) (Builder, error) {
-	if opts.IsPlatform {
-		return &Platform{URL: opts.PlatformURL}, nil
-	}
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -139,6 +178,16 @@ func Select(ctx context.Context, opts SelectOptions) (Builder, error) {
 	if ka != nil {
 		dialOpts = append(dialOpts, grpc.WithKeepaliveParams(*ka))
 	}
+	envTLS, err := TLSFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	// mTLS from the environment, for the daemons named by address (never the platform's service,
+	// which has its own certificate, nor Docker).
+	addrOpts := dialOpts
+	if envTLS != nil {
+		addrOpts = append(append([]grpc.DialOption(nil), dialOpts...), envTLS)
+	}
 	classic, err := DockerClassicFromEnv(getenv)
 	if err != nil {
 		return nil, err
@@ -157,10 +206,13 @@ func Select(ctx context.Context, opts SelectOptions) (Builder, error) {
 	}
 	var cands []candidate
 	if h := getenv(EnvBuildKitHost); strings.TrimSpace(h) != "" {
-		cands = append(cands, candidate{"BUILDKIT_HOST", &BuildKit{Addr: NormalizeBuildKitHost(h), DialOptions: dialOpts}})
+		cands = append(cands, candidate{"BUILDKIT_HOST", &BuildKit{Addr: NormalizeBuildKitHost(h), DialOptions: addrOpts}})
 	}
-	if cb := strings.TrimSpace(opts.ContextBuilder); cb != "" && cb != "docker" {
-		cands = append(cands, candidate{"the context's builder", &BuildKit{Addr: NormalizeBuildKitHost(cb), DialOptions: dialOpts}})
+	if h := opts.Hosted; h != nil {
+		cands = append(cands, candidate{"the platform context", &BuildKit{Addr: NormalizeBuildKitHost(h.Addr), DialOptions: dialOpts, Hosted: h}})
+	}
+	if cb := strings.TrimSpace(opts.ContextBuilder); cb != "" && cb != "docker" && (opts.Hosted == nil || NormalizeBuildKitHost(cb) != NormalizeBuildKitHost(opts.Hosted.Addr)) {
+		cands = append(cands, candidate{"the context's builder", &BuildKit{Addr: NormalizeBuildKitHost(cb), DialOptions: addrOpts}})
 	}
 	dockerHost := getenv(EnvDockerHost)
 	source := "DOCKER_HOST"

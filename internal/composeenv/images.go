@@ -59,6 +59,11 @@ func (e *Env) ResolveImages(ctx context.Context, o ImageOptions) error {
 		res, err := build.EnsureImages(ctx, build.EnsureOptions{
 			NewBuilder: o.NewBuilder, Registry: o.Registry, Namespace: o.Namespace, Name: e.Name,
 			Force: o.Force, OnlyMissing: !o.Force, Progress: o.Progress, ProgressMode: "auto",
+			OnBuild: func(service, ref string, b build.Builder) {
+				if o.Progress != nil {
+					fmt.Fprintf(o.Progress, "Building %s (%s) with %s\n", service, ref, b.Name())
+				}
+			},
 		}, images)
 		if err != nil {
 			return fmt.Errorf("building images: %w", err)

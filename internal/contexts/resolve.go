@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/devtool/devtool/internal/build"
 	"github.com/devtool/devtool/internal/buildinfo"
 	"github.com/devtool/devtool/internal/errs"
 	"github.com/devtool/devtool/internal/kube"
@@ -58,6 +59,12 @@ type Target struct {
 	Token         string // platform API token; never printed
 	// Platform is the platform context in use (IsPlatform), for commands that call its API.
 	Platform *Context
+	// Hosted is the platform's build service (nil when the context is not a platform, the platform
+	// has none, or the context's builder is set to another one). BUILDKIT_HOST still wins (build.Select).
+	Hosted *build.HostedService
+	// RegistryAuth authenticates to the platform's registry (nil without one): commands pass it on
+	// with build.WithRegistryAuth.
+	RegistryAuth *build.RegistryAuth
 }
 
 // Selection is which contexts and namespace a command uses, decided without touching the network.
@@ -271,6 +278,11 @@ func (r *Resolver) Resolve(flags Flags) (*Target, error) {
 		if c.IsDevtool {
 			cp := *c
 			t.Platform = &cp
+			store, err := r.Store()
+			if err != nil {
+				return nil, err
+			}
+			t.Hosted, t.RegistryAuth = hostedBuild(store, &cp)
 		}
 	}
 	return t, nil
@@ -332,7 +344,7 @@ func (r *Resolver) platformConfig(sel *Selection) (*rest.Config, error) {
 			return nil, err
 		}
 		cp := *c
-		cp.Registry, cp.Builder, cp.ClusterDomain = info.Registry, info.Builder, info.Domain
+		cp.Registry, cp.Builder, cp.ClusterDomain, cp.BuildService = info.Registry, info.Builder, info.Domain, info.Builder
 		cp.IngressClass, cp.EndpointPort = info.IngressClass, info.EndpointPort
 		if sel.Namespace == "" {
 			if err := needToken(c); err != nil {

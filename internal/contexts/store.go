@@ -38,6 +38,10 @@ type Context struct {
 	Builder string `json:"builder,omitempty"`
 	// Registry is the image registry host[:port]; empty when none.
 	Registry string `json:"registry,omitempty"`
+	// BuildService is the platform's hosted BuildKit (tcp://host:port) as /api/v1/info gave it; the
+	// context uses it (with a client certificate from the platform, BuilderCerts) while Builder is
+	// empty or the same address.
+	BuildService string `json:"buildService,omitempty"`
 	// IsDevtool is true when the context points to a platform installation.
 	IsDevtool bool `json:"isDevtool"`
 	// Certificate is the platform's CA certificate (PEM), when it has its own.

@@ -104,7 +104,7 @@ func (d *Deployer) defaults() {
 	if d.NewBuilder == nil {
 		t := d.Target
 		d.NewBuilder = func(ctx context.Context) (build.Builder, error) {
-			return build.Select(ctx, build.SelectOptions{IsPlatform: t.IsPlatform, PlatformURL: t.ContextName,
+			return build.Select(ctx, build.SelectOptions{Hosted: t.Hosted,
 				ContextBuilder: t.Builder, Getenv: d.Getenv, Logger: d.Logger, Warn: d.Warn})
 		}
 	}
@@ -115,6 +115,8 @@ func (d *Deployer) defaults() {
 // labelling proxy and applies deploy.compose and deploy.endpoints, under the environment's lock.
 func (d *Deployer) Deploy(ctx context.Context) (*DeployResult, error) {
 	d.defaults()
+	// The platform registry's credentials for every image check, push and derived image.
+	ctx = build.WithRegistryAuth(ctx, d.Target.RegistryAuth)
 	if !d.Env.Found() {
 		return nil, fmt.Errorf("no devtool.yml or Compose file in %s", d.Env.Dir)
 	}
@@ -187,6 +189,9 @@ func (d *Deployer) deployManifest(ctx context.Context) (*DeployResult, error) {
 		res, err := build.EnsureImages(ctx, build.EnsureOptions{
 			NewBuilder: d.NewBuilder, Registry: t.Registry, Namespace: t.Namespace, Name: name,
 			Force: d.Force, OnlyMissing: !d.Force, Progress: d.Out, ProgressMode: "auto",
+			OnBuild: func(service, ref string, b build.Builder) {
+				fmt.Fprintf(d.Out, "Building %s (%s) with %s\n", service, ref, b.Name())
+			},
 		}, BuildImages(m.Build))
 		if err != nil {
 			return nil, fmt.Errorf("building images: %w", err)

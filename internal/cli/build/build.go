@@ -58,8 +58,9 @@ when the registry already has that tag, nothing is built.
 With --file pointing to a Dockerfile, that file is built directly (its folder is the build context)
 and pushed as --tag.
 
-Builds run on the platform's build service when the context is a platform, else on the BuildKit daemon
-of BUILDKIT_HOST (HOST:PORT), else on the local Docker daemon (DOCKER_HOST or the default socket).`,
+Builds run on the BuildKit daemon of BUILDKIT_HOST (HOST:PORT) when it is set, else on the platform's
+build service when the context is a platform that has one (its registry gets the images), else on the
+context's builder, else on the local Docker daemon (DOCKER_HOST or the default socket).`,
 		Example: `  devtool build
   devtool build api worker
   devtool build -f Dockerfile --tag 127.0.0.1:25000/me/app:dev --secret id=npm,src=$HOME/.npmrc`,
@@ -128,7 +129,8 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	sel := build.SelectOptions{Getenv: opts.Getenv, Logger: opts.Logger}
 	if target != nil {
-		sel.IsPlatform, sel.ContextBuilder, sel.PlatformURL = target.IsPlatform, target.Builder, target.ContextName
+		sel.Hosted, sel.ContextBuilder = target.Hosted, target.Builder
+		ctx = build.WithRegistryAuth(ctx, target.RegistryAuth)
 	}
 	mode := "plain"
 	if opts.IO.IsStderrTTY() {

@@ -98,7 +98,8 @@ func loginPlatform(ctx context.Context, opts *Options) error {
 		return fmt.Errorf("checking the token: %w", err)
 	}
 	c := &contexts.Context{Name: url, Token: token, IsDevtool: true, Certificate: string(ca), Username: me.Name,
-		Builder: info.Builder, Registry: info.Registry, ClusterDomain: info.Domain, IngressClass: info.IngressClass, EndpointPort: info.EndpointPort}
+		Builder: info.Builder, BuildService: info.Builder, Registry: info.Registry, ClusterDomain: info.Domain,
+		IngressClass: info.IngressClass, EndpointPort: info.EndpointPort}
 	if saved != nil && saved.Username == me.Name {
 		c.Namespace = saved.Namespace
 	}

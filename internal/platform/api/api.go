@@ -50,8 +50,8 @@ type Info struct {
 	MinCLIVersion string `json:"minCliVersion"` // the lowest CLI version it serves ("" = any)
 	APIServer     string `json:"apiServer"`     // the Kubernetes API address users' kubeconfigs get
 	APIServerCA   string `json:"apiServerCA"`   // PEM of the Kubernetes API's CA
-	Builder       string `json:"builder"`       // BuildKit address; "" until the hosted build service exists
-	Registry      string `json:"registry"`      // registry host[:port]; "" when none
+	Builder       string `json:"builder"`       // the hosted BuildKit's address (tcp://host:port, mTLS: POST /builder/credentials); "" when the platform has none
+	Registry      string `json:"registry"`      // registry host[:port] users push to (<registry>/<namespace>/...); "" when none
 	Domain        string `json:"domain"`        // endpoints are served under *.<domain>
 	// IngressClass is the ingressClassName of users' Ingresses ("" = the cluster's default class).
 	IngressClass string `json:"ingressClass,omitempty"`

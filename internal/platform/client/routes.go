@@ -131,3 +131,14 @@ func (c *Client) Users(ctx context.Context) ([]api.User, error) {
 	}
 	return out.Items, nil
 }
+
+// BuilderCredentials is POST /api/v1/builder/credentials: a client certificate for the hosted
+// BuildKit, signed for the key of csrPEM (404 when the platform has no build service).
+func (c *Client) BuilderCredentials(ctx context.Context, csrPEM []byte, expirationSeconds int64) (*api.BuilderCredentials, error) {
+	var bc api.BuilderCredentials
+	if _, err := c.do(ctx, http.MethodPost, route("builder", "credentials"),
+		api.BuilderCredentialsRequest{CSR: string(csrPEM), ExpirationSeconds: expirationSeconds}, &bc); err != nil {
+		return nil, err
+	}
+	return &bc, nil
+}

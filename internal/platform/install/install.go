@@ -71,6 +71,8 @@ type Options struct {
 	// provider from (keys of sso.SecretName: issuer, clientID, clientSecret, name, scopes,
 	// usernameClaim, groupsClaim, adminGroups, signUp).
 	OIDC map[string]string
+	// BuildService, when set, installs the hosted build service (BuildKit and a registry).
+	BuildService *BuildService
 }
 
 // Result is what an install made.
@@ -80,6 +82,8 @@ type Result struct {
 	// IngressClass and EndpointPort are what the CLI uses for endpoints (also in /api/v1/info).
 	IngressClass string
 	EndpointPort int32
+	// Builder and HostedRegistry are the build service's addresses ("" without it).
+	Builder, HostedRegistry string
 }
 
 const fieldManager = "devtool-platform"
@@ -127,6 +131,13 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 		}
 		o.Progress("image " + image)
 	}
+	var bkImage, regImage string
+	if o.BuildService != nil {
+		if bkImage, regImage, err = buildImages(ctx, &o); err != nil {
+			return nil, err
+		}
+		o.Progress("images " + bkImage + ", " + regImage)
+	}
 	if _, err := st.Kube.CoreV1().Namespaces().Get(ctx, o.Namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}
 		if _, err := st.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -140,7 +151,11 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	}
 	o.Progress("custom resources users, accesstokens and sessions (devtool.dev)")
 	a := &applier{st: st}
-	for _, obj := range platformRBAC(o.Namespace) {
+	objs := platformRBAC(o.Namespace)
+	if o.BuildService != nil {
+		objs = append(objs, buildServiceRBAC(o.Namespace)...)
+	}
+	for _, obj := range objs {
 		if err := a.applyTyped(ctx, obj); err != nil {
 			return nil, err
 		}
@@ -192,6 +207,13 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	if o.ExternalURL != "" {
 		sa.ExternalURL = strings.TrimSuffix(o.ExternalURL, "/")
 	}
+	if o.BuildService != nil {
+		if sa.Builder, sa.Registry, err = installBuildService(ctx, a, st, o, image, bkImage, regImage); err != nil {
+			return nil, err
+		}
+		sa.BuilderCA = true
+		o.Progress("build service: BuildKit " + sa.Builder + ", registry " + sa.Registry)
+	}
 	for _, obj := range workload(o.Namespace, image, o.Replicas, sa) {
 		if err := a.applyTyped(ctx, obj); err != nil {
 			return nil, err
@@ -225,13 +247,22 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 		}
 		o.Progress(fmt.Sprintf("deployment %s/%s: %d replicas ready", o.Namespace, IngressName, o.IngressReplicas))
 	}
+	if o.BuildService != nil {
+		for _, n := range []string{BuildKitName, RegistryName} {
+			if err := waitStatefulSet(wctx, st, o.Namespace, n); err != nil {
+				return nil, err
+			}
+		}
+		o.Progress("build service ready")
+	}
 	if err := waitAnswer(wctx, url, ca); err != nil {
 		return nil, err
 	}
 	if err := writeFile(filepath.Join(o.OutDir, "platform-url"), []byte(url+"\n"), 0o644); err != nil {
 		return nil, err
 	}
-	return &Result{URL: url, Image: image, NodePort: port, IngressClass: o.IngressClass, EndpointPort: endpointPort}, nil
+	return &Result{URL: url, Image: image, NodePort: port, IngressClass: o.IngressClass, EndpointPort: endpointPort,
+		Builder: sa.Builder, HostedRegistry: sa.Registry}, nil
 }
 
 // ApplyDefinitions applies what every platform of a cluster shares: the custom resource definitions
@@ -291,6 +322,8 @@ var resources = map[string]schema.GroupVersionResource{
 	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
 	"Service":            {Version: "v1", Resource: "services"},
 	"Deployment":         {Group: "apps", Version: "v1", Resource: "deployments"},
+	"StatefulSet":        {Group: "apps", Version: "v1", Resource: "statefulsets"},
+	"ConfigMap":          {Version: "v1", Resource: "configmaps"},
 	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
 	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
 	"IngressClass":       {Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses"},
@@ -602,6 +635,67 @@ func ensureAdmin(ctx context.Context, st *store.Store, path string) error {
 		}
 	}
 	return writeFile(path, []byte(tok+"\n"), 0o600)
+}
+
+// installBuildService applies the build service: Services first (their node ports name the builder
+// and the registry unless given), the certificates, then the workloads. It returns the builder's and
+// the registry's addresses as users reach them.
+func installBuildService(ctx context.Context, a *applier, st *store.Store, o Options, platformImage, bkImage, regImage string) (builder, registry string, err error) {
+	bs := *o.BuildService
+	for _, obj := range buildServiceServices(o.Namespace) {
+		if err := a.applyTyped(ctx, obj); err != nil {
+			return "", "", err
+		}
+	}
+	builder, registry = bs.BuilderAddress, bs.RegistryAddress
+	if builder == "" {
+		p, err := nodePort(ctx, st, o.Namespace, BuildKitName)
+		if err != nil {
+			return "", "", err
+		}
+		builder = "tcp://127.0.0.1:" + itoa(p)
+	}
+	if registry == "" {
+		p, err := nodePort(ctx, st, o.Namespace, RegistryName)
+		if err != nil {
+			return "", "", err
+		}
+		registry = "127.0.0.1:" + itoa(p)
+	}
+	if _, err := ensureBuilderTLS(ctx, st, o.Namespace, buildKitHosts(o.Namespace, builder), time.Now()); err != nil {
+		return "", "", err
+	}
+	for _, obj := range buildServiceWorkloads(o.Namespace, bs, bkImage, regImage, platformImage, registry) {
+		if err := a.applyTyped(ctx, obj); err != nil {
+			return "", "", err
+		}
+	}
+	return builder, registry, nil
+}
+
+func waitStatefulSet(ctx context.Context, st *store.Store, ns, name string) error {
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			return st.Kube.AppsV1().StatefulSets(ns).List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			return st.Kube.AppsV1().StatefulSets(ns).Watch(ctx, o)
+		},
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, &appsv1.StatefulSet{}, nil, func(e watch.Event) (bool, error) {
+		s, ok := e.Object.(*appsv1.StatefulSet)
+		if !ok || s.Spec.Replicas == nil {
+			return false, nil
+		}
+		return s.Generation <= s.Status.ObservedGeneration && s.Status.UpdatedReplicas == *s.Spec.Replicas &&
+			s.Status.ReadyReplicas == *s.Spec.Replicas && s.Status.CurrentRevision == s.Status.UpdateRevision, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for statefulset %s/%s to be ready (kubectl -n %s describe statefulset %s): %w", ns, name, ns, name, err)
+	}
+	return nil
 }
 
 func waitRollout(ctx context.Context, st *store.Store, ns, name string) error {

@@ -127,6 +127,12 @@ func membershipRoles() []*rbacv1.ClusterRole {
 		extra("devtool-aggregate-edit", []string{api.RoleOwner, api.RoleEditor}, []rbacv1.PolicyRule{
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		}),
+		// Pushing to (create) and deleting from the platform registry's <namespace>/... repositories:
+		// checked by its proxy with a SubjectAccessReview (internal/platform/registryproxy). A role of
+		// its own, so an install of an older platform (which applies the roles above) leaves it be.
+		extra("devtool-aggregate-images", []string{api.RoleOwner, api.RoleEditor}, []rbacv1.PolicyRule{
+			{APIGroups: []string{store.Group}, Resources: []string{"images"}, Verbs: []string{"create", "delete"}},
+		}),
 		extra("devtool-aggregate-owner", []string{api.RoleOwner}, []rbacv1.PolicyRule{
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"},
 				ResourceNames: []string{store.RolePrefix + api.RoleOwner, store.RolePrefix + api.RoleEditor, store.RolePrefix + api.RoleViewer}},
@@ -184,6 +190,10 @@ type ServeArgs struct {
 	// ConfigHash changes when a Secret the pods read at start changes, so they restart.
 	ConfigHash                 string
 	ExternalURL, MinCLIVersion string
+	// Builder is the hosted BuildKit's address; BuilderCA mounts the builder CA (BuilderCASecret)
+	// for signing users' client certificates.
+	Builder   string
+	BuilderCA bool
 }
 
 func workload(ns, image string, replicas int32, a ServeArgs) []any {
@@ -208,15 +218,23 @@ func workload(ns, image string, replicas int32, a ServeArgs) []any {
 	if a.MinCLIVersion != "" {
 		args = append(args, "--min-cli-version", a.MinCLIVersion)
 	}
+	secrets := []secretMount{
+		{volume: "tls", secret: TLSSecret, path: "/tls"},
+		{volume: "auth", secret: AuthSecret, path: "/auth", items: []string{keyTicket}},
+	}
+	if a.Builder != "" {
+		args = append(args, "--builder", a.Builder)
+	}
+	if a.BuilderCA {
+		args = append(args, "--builder-ca-dir", BuilderCADir)
+		secrets = append(secrets, secretMount{volume: "builder-ca", secret: BuilderCASecret, path: BuilderCADir})
+	}
 	dep := deployment(ns, podSpec{
 		name: Name, container: "platform", image: image, replicas: replicas, args: args, serviceAccount: Name,
 		labels: appLabels, port: Port,
 		probe:      &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(Port), Scheme: corev1.URISchemeHTTPS},
 		configHash: a.ConfigHash,
-		secrets: []secretMount{
-			{volume: "tls", secret: TLSSecret, path: "/tls"},
-			{volume: "auth", secret: AuthSecret, path: "/auth", items: []string{keyTicket}},
-		},
+		secrets:    secrets,
 	})
 	return []any{dep, nodePortService(ns, Name, appLabels)}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/devtool/devtool/internal/platform/analytics"
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/pki"
 	"github.com/devtool/devtool/internal/platform/sso"
 	"github.com/devtool/devtool/internal/platform/store"
 )
@@ -55,6 +56,9 @@ type Options struct {
 	Web http.Handler
 	// SSO lists the OpenID Connect providers the web UI's sign-in page offers, for /api/v1/info.
 	SSO *sso.Providers
+	// BuilderCA signs users' client certificates for the hosted BuildKit (nil, or Info.Builder
+	// empty: no build service, POST /builder/credentials answers 404).
+	BuilderCA *pki.CA
 }
 
 // Server serves the API.
@@ -114,6 +118,7 @@ func New(o Options) *Server {
 	s.handle("PUT "+p+"/namespaces/{name}/members/{user}", s.share)
 	s.handle("DELETE "+p+"/namespaces/{name}/members/{user}", s.unshare)
 	s.handle("POST "+p+"/kubetoken", s.kubeToken)
+	s.handle("POST "+p+"/builder/credentials", s.builderCredentials)
 	s.handle("GET "+p+"/secrets", s.listSecrets)
 	s.handle("GET "+p+"/secrets/values", s.resolveSecrets)
 	s.handle("PUT "+p+"/secrets/{name}", s.putSecret)

@@ -34,6 +34,12 @@ func newTestServer(t *testing.T) (*httptest.Server, string) {
 
 func newTestServerStore(t *testing.T) (*httptest.Server, string, *store.Store) {
 	t.Helper()
+	return newTestServerOptions(t, nil)
+}
+
+// newTestServerOptions is newTestServerStore with set changing the server's options first.
+func newTestServerOptions(t *testing.T, set func(*Options)) (*httptest.Server, string, *store.Store) {
+	t.Helper()
 	kc := kfake.NewClientset()
 	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		store.UserResource: "UserList", store.TokenResource: "AccessTokenList",
@@ -49,8 +55,12 @@ func newTestServerStore(t *testing.T) (*httptest.Server, string, *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Options{Store: st, Info: api.Info{Version: "test", Domain: "devtool.localhost"},
-		AddrRate: rate.Inf, AccountRate: rate.Inf})
+	o := Options{Store: st, Info: api.Info{Version: "test", Domain: "devtool.localhost"},
+		AddrRate: rate.Inf, AccountRate: rate.Inf}
+	if set != nil {
+		set(&o)
+	}
+	srv := New(o)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts, tok, st

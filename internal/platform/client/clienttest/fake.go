@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/pki"
 )
 
 // Fake is a platform API in memory.
@@ -45,6 +46,27 @@ type Fake struct {
 	// AnalyticsEvents are the bodies of POST /api/v1/analytics, as sent (accepted only while
 	// Info.Analytics is true; 403 otherwise, as the platform answers).
 	AnalyticsEvents []json.RawMessage
+	// BuilderCA, when set, makes POST /api/v1/builder/credentials sign client certificates (as the
+	// platform does, for Info.Builder); without it the route answers 404 (no build service).
+	BuilderCA *pki.CA
+	// BuilderCerts counts the certificates signed.
+	BuilderCerts int
+	// Now is the clock certificates are signed at (nil: time.Now).
+	Now func() time.Time
+}
+
+// SetBuilderCA gives the fake a build service at builder whose client certificates ca signs.
+func (f *Fake) SetBuilderCA(ca *pki.CA, builder, registry string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.BuilderCA, f.Info.Builder, f.Info.Registry = ca, builder, registry
+}
+
+// BuilderCertsSigned returns BuilderCerts.
+func (f *Fake) BuilderCertsSigned() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.BuilderCerts
 }
 
 // SetSecrets sets the stored secrets user's commands resolve.
@@ -193,6 +215,28 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.AnalyticsEvents = append(f.AnalyticsEvents, json.RawMessage(body))
 		w.WriteHeader(204)
+	case path == "builder/credentials" && r.Method == http.MethodPost:
+		if f.BuilderCA == nil {
+			fail(w, 404, "not_found", "this platform has no hosted build service", "")
+			return
+		}
+		var req api.BuilderCredentialsRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			fail(w, 400, "bad_request", err.Error(), "")
+			return
+		}
+		now := time.Now()
+		if f.Now != nil {
+			now = f.Now()
+		}
+		cert, exp, err := f.BuilderCA.SignClient([]byte(req.CSR), user, now, time.Duration(req.ExpirationSeconds)*time.Second)
+		if err != nil {
+			fail(w, 400, "bad_request", err.Error(), "csr")
+			return
+		}
+		f.BuilderCerts++
+		writeJSON(w, 200, api.BuilderCredentials{Certificate: string(cert), CA: string(f.BuilderCA.CertPEM), Expires: exp.UTC(),
+			Builder: f.Info.Builder, Registry: f.Info.Registry})
 	case path == "kubetoken" && r.Method == http.MethodPost:
 		f.KubeTokens++
 		writeJSON(w, 200, api.KubeToken{Token: fmt.Sprintf("kube-%s-%d", user, f.KubeTokens),
