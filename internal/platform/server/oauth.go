@@ -69,7 +69,11 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		}
 		user, how = c.User, "browser login"
 	case "urn:ietf:params:oauth:grant-type:device_code":
-		d, err := s.o.Store.PollDeviceLogin(r.Context(), f.Get("device_code"))
+		code := f.Get("device_code")
+		d, err := s.o.Store.PollDeviceLogin(r.Context(), code)
+		if err != nil || d.Status != store.DevicePending || !s.o.Now().Before(d.Expires) {
+			s.devicePolls.forget(code)
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			oauthError(w, http.StatusBadRequest, "invalid_grant", "unknown or used device code")
@@ -79,6 +83,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		case !s.o.Now().Before(d.Expires):
 			oauthError(w, http.StatusBadRequest, "expired_token", "the device code expired: start again")
+			return
+		case d.Status == store.DevicePending && s.devicePolls.tooSoon(code):
+			oauthError(w, http.StatusBadRequest, "slow_down", "polled sooner than the interval: wait 5 seconds longer between polls")
 			return
 		case d.Status == store.DevicePending:
 			oauthError(w, http.StatusBadRequest, "authorization_pending", "waiting for the user")

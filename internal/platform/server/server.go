@@ -69,6 +69,7 @@ type Server struct {
 	accounts                  *limiters
 	loginAddrs, loginAccounts *limiters
 	routes                    []string
+	devicePolls               devicePolls
 }
 
 // New makes the server; Handler serves it.
@@ -94,6 +95,7 @@ func New(o Options) *Server {
 	s := &Server{o: o, mux: http.NewServeMux(),
 		addrs: newLimiters(o.AddrRate, o.AddrBurst, o.Now), accounts: newLimiters(o.AccountRate, o.AccountBurst, o.Now),
 		loginAddrs: newLimiters(o.LoginAddrRate, o.LoginAddrBurst, o.Now), loginAccounts: newLimiters(o.LoginAccountRate, o.LoginAccountBurst, o.Now)}
+	s.devicePolls.now = o.Now
 	p := api.Prefix
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.routes = append(s.routes, "GET "+p+"/info", "POST "+p+"/login", "POST "+api.TokenPath, "POST "+api.DeviceAuthPath)
