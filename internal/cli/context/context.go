@@ -101,7 +101,7 @@ The kubeconfig is never modified.`,
 	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", "", "namespace of the context (default: the kubeconfig context's namespace)")
 	cmd.Flags().StringVarP(&opts.Builder, "builder", "b", "", "build service of the context: tcp://<host>:<port>, or docker for the local daemon")
 	addPlatformFlags(cmd, opts)
-	cmd.AddCommand(NewUseCmd(f, nil), NewListCmd(f, nil), NewShowCmd(f, nil), NewDeleteCmd(f, nil))
+	cmd.AddCommand(NewUseCmd(f, nil), NewListCmd(f, nil), NewShowCmd(f, nil), NewDeleteCmd(f, nil), NewPasswordCmd(f, nil))
 	return cmd
 }
 
