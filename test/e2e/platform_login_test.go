@@ -252,6 +252,7 @@ func TestPlatformLogins(t *testing.T) {
 	issuer := startMockOIDC(t, c, platformNamespace(t, c, p), oidcUser)
 	if issuer != "" {
 		t.Cleanup(func() { _ = admin.DeleteUser(context.Background(), oidcUser) })
+		waitForProvider(t, p, ca)
 		su := newPlatformUser(t)
 		otab := b.tab() // a browser context of its own: no session yet
 		sr := su.startOnPTY("context", "use", p.url, "--ca-cert", p.caFile)
@@ -301,6 +302,30 @@ func TestPlatformLogins(t *testing.T) {
 	if exitCode(err) != errs.ExitAuth || !strings.Contains(errOut, "devtool context use") {
 		t.Errorf("revoked token: exit %d\n%s%s", exitCode(err), out, errOut)
 	}
+}
+
+// waitForProvider waits until the platform offers the OpenID Connect provider just configured: a
+// replica re-reads the provider's Secret within 5 s of a change, so once one lists it (a fresh
+// connection each time, any replica), 6 s more cover the other.
+func waitForProvider(t *testing.T, p platformFiles, ca []byte) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pc, err := client.New(client.Options{URL: p.url, CA: ca})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := pc.Info(context.Background())
+		pc.Close()
+		if err == nil && info.Login != nil && len(info.Login.Providers) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the platform does not offer the provider a minute after its Secret was made (last: %v)", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(6 * time.Second)
 }
 
 // token reads the saved context's token from the user's devtool home.
