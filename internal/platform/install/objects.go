@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/devtool/devtool/internal/labels"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/store"
 )
@@ -50,7 +51,9 @@ func crd(kind, plural string, spec map[string]any, status map[string]any, column
 	}
 	return map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": plural + "." + store.Group},
+		// Shared by every install in the cluster: destroying one install must not delete them (and
+		// with them every other install's users and tokens).
+		"metadata": map[string]any{"name": plural + "." + store.Group, "annotations": map[string]any{labels.Policy: labels.PolicyKeep}},
 		"spec": map[string]any{
 			"group": store.Group, "scope": "Namespaced",
 			"names": map[string]any{"kind": kind, "plural": plural, "singular": lower(kind), "listKind": kind + "List", "categories": []any{"devtool"}},
@@ -98,7 +101,15 @@ func meta(name, ns string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/part-of": Name}}
 }
 
-// membershipRoles are the ClusterRoles a membership binds: owner, editor and viewer aggregate
+// sharedMeta is the metadata of a cluster-scoped object every install in the cluster uses (the
+// membership roles): annotated dev.devtool/policy: keep, so destroying one install leaves it.
+func sharedMeta(name string) metav1.ObjectMeta {
+	m := meta(name, "")
+	m.Annotations = map[string]string{labels.Policy: labels.PolicyKeep}
+	return m
+}
+
+// membershipRoles are the ClusterRoles a membership binds (shared by every install in the cluster): owner, editor and viewer aggregate
 // Kubernetes' own admin, edit and view (so an owner cannot change the namespace's quota or limits)
 // plus the platform's additions: Leases (devtool's deploy lock) for editors and owners, and for
 // owners the right to bind the three roles (so sharing works impersonating the owner).
@@ -106,7 +117,7 @@ func membershipRoles() []*rbacv1.ClusterRole {
 	agg := func(role, builtin string) *rbacv1.ClusterRole {
 		return &rbacv1.ClusterRole{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-			ObjectMeta: meta(store.RolePrefix+role, ""),
+			ObjectMeta: sharedMeta(store.RolePrefix + role),
 			AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{
 				{MatchLabels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-" + builtin: "true"}},
 				{MatchLabels: map[string]string{"devtool.dev/aggregate-to-" + role: "true"}},
@@ -114,7 +125,7 @@ func membershipRoles() []*rbacv1.ClusterRole {
 		}
 	}
 	extra := func(name string, to []string, rules []rbacv1.PolicyRule) *rbacv1.ClusterRole {
-		m := meta(name, "")
+		m := sharedMeta(name)
 		for _, r := range to {
 			m.Labels["devtool.dev/aggregate-to-"+r] = "true"
 		}
