@@ -46,7 +46,7 @@ test-unit: ## unit tests: no root, no cluster
 test-integration: ## integration tests against the running local cluster (or KUBECONFIG)
 	$(GO) test -tags integration -count=1 -timeout 30m ./...
 
-fuzz: ## every fuzz target for FUZZTIME each (default 60s), as CI runs them
+fuzz: ## every fuzz target for FUZZTIME each (default 60s; CI gives each 20s)
 	hack/fuzz.sh
 
 test: ## everything: deps, vet, unit tests, fuzz, local cluster, integration tests (stops the cluster it started)

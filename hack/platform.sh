@@ -32,8 +32,10 @@ down)
       bin/devtool destroy --file deploy/platform/devtool.yml --namespace "$NS"
     else
       # A second instance shares the CRDs and the membership ClusterRoles with the first: destroying
-      # what its deploy labelled would delete them (and every User of the first). Only its own go.
+      # what its deploy labelled could reach them (an install older than their keep annotation). Only its
+      # own go, by name.
       kubectl delete clusterrolebinding,clusterrole "devtool-platform-$NS" "devtool-ingress-$NS" --ignore-not-found >/dev/null
+      kubectl delete clusterrolebinding "devtool-registry-$NS" --ignore-not-found >/dev/null   # the registry proxy's auth-delegator
       kubectl delete ingressclass "devtool-$NS" --ignore-not-found >/dev/null
     fi
     # Only the namespaces this instance made (annotated with its namespace; older ones without the

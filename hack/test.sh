@@ -18,7 +18,8 @@ for target in darwin/arm64 windows/amd64; do
 done
 step "vet"; make --no-print-directory vet
 step "unit tests"; go test -race -count=1 ./... 2>&1 | tee /tmp/devtool-unit.log
-step "fuzz"; hack/fuzz.sh 2>&1 | tee /tmp/devtool-fuzz.log
+# 20 s per target keeps the seeds and a short search as a regression guard; `make fuzz` searches longer.
+step "fuzz"; FUZZTIME=${FUZZTIME:-20s} hack/fuzz.sh 2>&1 | tee /tmp/devtool-fuzz.log
 
 # DEVTOOL_TEST_KUBECONFIG points the integration tests at another cluster; otherwise they use the local one.
 if [ -z "${DEVTOOL_TEST_KUBECONFIG:-}" ]; then

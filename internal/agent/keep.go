@@ -23,8 +23,9 @@ import (
 // The client asks for it with a keepRequest on the session channel, after pty-req and before
 // shell/exec. Before its answer, the agent sends a keepInfoRequest on the channel saying
 // whether a command was attached (then shell/exec start nothing) and how much of its input
-// and output went through. A releaseRequest makes the channel's end end the command (the
-// client stops on purpose).
+// and output went through. A releaseRequest ends the command at once (the client stops on
+// purpose: SIGHUP to its terminal session, SIGKILL after hangupGrace to what is left) and is
+// answered once every process of it is gone, so the client closes its connection only then.
 const (
 	keepRequest     = "keep@devtool"
 	keepInfoRequest = "keep-info@devtool"

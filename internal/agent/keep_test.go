@@ -310,7 +310,7 @@ func TestKeptCommandExpires(t *testing.T) {
 }
 
 // TestKeptCommandOnlyForItsKey: another key that knows the ID is refused; a released command
-// ends with its channel instead of being kept.
+// ends at once instead of being kept, before the release is answered.
 func TestKeptCommandOnlyForItsKey(t *testing.T) {
 	home := t.TempDir()
 	k, other := newKey(t), newKey(t)
@@ -347,6 +347,10 @@ func TestKeptCommandOnlyForItsKey(t *testing.T) {
 	}
 	if ok, err := term3.ch.SendRequest(releaseRequest, true, nil); !ok || err != nil {
 		t.Fatalf("release: %v %v", ok, err)
+	}
+	// Answered once the command is gone: the client may close its connection then.
+	if alive(pid) {
+		t.Error("the release was answered while the released shell still ran")
 	}
 	term3.ch.Close()
 	waitFor(t, func() bool { return !alive(pid) }, "the released shell ended")

@@ -176,6 +176,11 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				s.mu.Lock()
 				s.released = true
 				s.mu.Unlock()
+				if s.att != nil {
+					// The client stops on purpose and keeps its connection until the command
+					// is gone (its ports free): end it now, answer once it has ended.
+					s.att.c.end("released by its client", endHangup)
+				}
 				reply(r, s.keepID != "")
 			case "signal":
 				var m signalMsg

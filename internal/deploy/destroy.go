@@ -3,12 +3,14 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/devtool/devtool/internal/kube"
 )
@@ -21,14 +23,27 @@ type Destroy struct {
 	Volumes   bool // also delete PersistentVolumeClaims
 	Wait      bool // return once the deleted objects are gone
 	Progress  func(string)
+	// Logger receives debug logs (cluster-scoped kinds the user may not list); nil discards.
+	Logger *slog.Logger
 }
 
-// Run deletes the environment's objects. Objects annotated dev.devtool/policy: keep stay, and so
-// do PVCs unless Volumes is set. Objects owned by another object (pods of a Deployment) are left
-// to the garbage collector, so nothing is recreated while the owner is still being deleted.
+// clusterSelector selects the cluster-scoped objects of environment env of namespace ns.
+func clusterSelector(ns, env string) string {
+	return kube.LabelDeployedBy + "=" + env + "," + kube.LabelDeployedNamespace + "=" + ns
+}
+
+// Run deletes the environment's objects: those labelled for it in its namespace, then the
+// cluster-scoped ones its commands created (labelled for it and its namespace; Namespaces never).
+// Objects annotated dev.devtool/policy: keep stay, and so do PVCs unless Volumes is set. Objects
+// owned by another object (pods of a Deployment) are left to the garbage collector, so nothing is
+// recreated while the owner is still being deleted. Cluster-scoped kinds the user may not list are
+// skipped (a debug log says which).
 func (d *Destroy) Run(ctx context.Context) error {
 	if d.Progress == nil {
 		d.Progress = func(string) {}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	states := &StateStore{Clientset: d.Client.Clientset, Namespace: d.Namespace}
 	st, err := states.Get(ctx, d.Name)
@@ -50,6 +65,14 @@ func (d *Destroy) Run(ctx context.Context) error {
 		return err
 	}
 	sort.Slice(items, func(i, j int) bool { return destroyOrder(&items[i]) < destroyOrder(&items[j]) })
+	cluster, err := objs.ListClusterLabelled(ctx, clusterSelector(d.Namespace, d.Name), func(gvr schema.GroupVersionResource, err error) {
+		d.Logger.Debug("destroy: skipping a cluster-scoped kind", "resource", gvr.GroupResource().String(), "err", err)
+	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(cluster, func(i, j int) bool { return destroyOrder(&cluster[i]) < destroyOrder(&cluster[j]) })
+	items = append(items, cluster...)
 	var deleted, kept []*unstructured.Unstructured
 	for i := range items {
 		u := &items[i]
@@ -108,8 +131,8 @@ func destroyOrder(u *unstructured.Unstructured) string {
 	return r + u.GetKind() + "/" + u.GetName()
 }
 
-// Exists reports whether anything of environment env is in namespace ns: its state record or
-// an object labelled for it.
+// Exists reports whether anything of environment env of namespace ns is left: its state record,
+// an object labelled for it in ns, or a cluster-scoped object labelled for it and ns.
 func Exists(ctx context.Context, c *kube.Client, ns, env string) (bool, error) {
 	st, err := (&StateStore{Clientset: c.Clientset, Namespace: ns}).Get(ctx, env)
 	if err != nil {
@@ -123,6 +146,13 @@ func Exists(ctx context.Context, c *kube.Client, ns, env string) (bool, error) {
 		return false, err
 	}
 	items, err := objs.ListLabelled(ctx, ns, kube.LabelDeployedBy+"="+env)
+	if err != nil {
+		return false, err
+	}
+	if len(items) > 0 {
+		return true, nil
+	}
+	items, err = objs.ListClusterLabelled(ctx, clusterSelector(ns, env), nil)
 	if err != nil {
 		return false, err
 	}

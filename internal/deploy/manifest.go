@@ -136,7 +136,8 @@ type CommandsRun struct {
 }
 
 // RunManifestCommands runs commands in order behind a labelling proxy started for this run
-// (objects they create get dev.devtool/deployed-by=<Name>), with the DEVTOOL_ENV handoff.
+// (objects they create get dev.devtool/deployed-by=<Name>, cluster-scoped ones also
+// dev.devtool/deployed-namespace=<Namespace>), with the DEVTOOL_ENV handoff.
 func RunManifestCommands(ctx context.Context, o CommandsRun, cmds []manifest.Command) error {
 	tmp, err := os.MkdirTemp("", "devtool-run-")
 	if err != nil {
@@ -145,7 +146,9 @@ func RunManifestCommands(ctx context.Context, o CommandsRun, cmds []manifest.Com
 	defer os.RemoveAll(tmp)
 	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p, err := labelproxy.Start(pctx, labelproxy.Options{Upstream: o.Client.Config,
-		Labels: map[string]string{kube.LabelDeployedBy: o.Name}, Logger: o.Logger, Warn: o.Warn})
+		Labels:        map[string]string{kube.LabelDeployedBy: o.Name},
+		ClusterLabels: map[string]string{kube.LabelDeployedNamespace: o.Namespace},
+		Logger:        o.Logger, Warn: o.Warn})
 	if err != nil {
 		stop()
 		return fmt.Errorf("starting the labelling proxy: %w", err)

@@ -239,40 +239,21 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 	if sc != nil {
 		g.Go(func() error { return filesync.ServeStatus(ln, svc.User, svc.Password, sc) })
 	}
-	g.Go(func() error { return sess.Run(gctx) })
+	// The connection outlives the dev command: it closes only once the dev command has stopped
+	// (or commandStopWait passed), so the stop reaches the agent (sessionUntil).
+	commandStopped := make(chan struct{})
+	g.Go(func() error { return sessionUntil(gctx, sess, commandStopped, commandStopWait) })
 	g.Go(func() error { return u.Follow(gctx, a, dialer) })
 	conns := make(chan Opener, 1)
 	clients := make(chan *devssh.Client, 1)
 	g.Go(func() error {
-		// The dev command: on a terminal, once, with a PTY (its end ends up); otherwise run
-		// again on each new connection, its output on ours.
+		defer close(commandStopped)
 		select {
 		case <-ready:
 		case <-gctx.Done():
 			return nil
 		}
-		if !o.TTY && len(o.Command) == 0 {
-			return nil
-		}
-		if o.TTY {
-			return u.runTerminal(gctx, o, clients, notify)
-		}
-		for {
-			var c *devssh.Client
-			select {
-			case c = <-clients:
-			case <-gctx.Done():
-				return nil
-			}
-			u.logDebug("starting the dev command", "command", o.Command)
-			code, err := c.Exec(gctx, devssh.ExecOptions{Command: o.Command, Stdout: o.Stdout, Stderr: o.Stderr})
-			if gctx.Err() != nil {
-				return nil
-			}
-			if err == nil {
-				notify(NoticeCommandExited, "the dev command exited with code %d; it runs again after the next reconnect", code)
-			}
-		}
+		return u.devCommand(gctx, o, clients, notify)
 	})
 	var loop *SyncLoop
 	if sc != nil {
@@ -374,6 +355,69 @@ func (u *Up) Run(ctx context.Context, o SessionOptions) (err error) {
 		return ctx.Err()
 	}
 	return err
+}
+
+// commandStopWait bounds how long the connection waits, once up ends, for the dev command to
+// stop: Exec's SIGTERM and kill (2 s), or the Terminal's release (the agent's hang-up grace, 5 s).
+const commandStopWait = 10 * time.Second
+
+// sessionUntil runs sess until ctx has ended and then until stopped is closed (at most wait
+// longer): the dev command stops when ctx ends (SIGTERM through its SSH session and its exit
+// awaited, or a terminal's release, which the agent answers once the command is gone), and
+// that needs the connection. Closing the connection first lost the signal, and the agent, which
+// learns of a closed connection through the port-forward only a second or so later, killed
+// the dev command only then: an up started at once found its ports still taken. It returns
+// early, with its error, when sess.Run does (a changed host key).
+func sessionUntil(ctx context.Context, sess *devssh.Session, stopped <-chan struct{}, wait time.Duration) error {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- sess.Run(sctx) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case err := <-errc:
+		return err
+	case <-stopped:
+	case <-t.C:
+	}
+	cancel()
+	return <-errc
+}
+
+// devCommand runs the dev command over the connections it is given until ctx ends: on a
+// terminal, once, with a PTY (its end ends up: *CommandEndedError); otherwise again on each new
+// connection, its output on ours. When ctx ends it stops the command (see sessionUntil) and
+// returns once it has stopped, nil.
+func (u *Up) devCommand(ctx context.Context, o SessionOptions, clients <-chan *devssh.Client, notify func(NoticeKind, string, ...any)) error {
+	if !o.TTY && len(o.Command) == 0 {
+		return nil
+	}
+	if o.TTY {
+		return u.runTerminal(ctx, o, clients, notify)
+	}
+	for {
+		var c *devssh.Client
+		select {
+		case c = <-clients:
+		case <-ctx.Done():
+			return nil
+		}
+		u.logDebug("starting the dev command", "command", o.Command)
+		code, err := c.Exec(ctx, devssh.ExecOptions{Command: o.Command, Stdout: o.Stdout, Stderr: o.Stderr})
+		if ctx.Err() != nil {
+			u.logDebug("the dev command stopped", "code", code, "err", err)
+			return nil
+		}
+		if err == nil {
+			notify(NoticeCommandExited, "the dev command exited with code %d; it runs again after the next reconnect", code)
+		}
+	}
 }
 
 // runTerminal runs the dev command with a PTY over each new connection until it ends

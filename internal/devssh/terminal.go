@@ -387,8 +387,9 @@ func (t *Terminal) Run(ctx context.Context, c *Client) (code int, ended bool, er
 			w, h := t.size()
 			_, _ = ch.SendRequest("window-change", false, ssh.Marshal(struct{ Columns, Rows, Wpx, Hpx uint32 }{uint32(w), uint32(h), 0, 0}))
 		case <-ctx.Done():
-			// Stopped on purpose: the agent hangs the command up when the channel closes.
-			_, _ = ch.SendRequest(releaseRequest, true, nil)
+			// Stopped on purpose: the agent hangs the command up and answers once it has ended
+			// (an older agent answers at once and hangs it up when the channel closes).
+			release(ch, c)
 			ch.Close()
 			t.waitClosed(c, exit)
 			finish()
@@ -400,6 +401,30 @@ func (t *Terminal) Run(ctx context.Context, c *Client) (code int, ended bool, er
 			return ExitStatusUnknown, false, fmt.Errorf("lost the connection to the agent: %w", c.Err())
 		}
 	}
+}
+
+// releaseWait bounds the wait for the agent's answer to a release: the agent's grace between
+// hang-up and SIGKILL (5 s), and a margin.
+const releaseWait = 8 * time.Second
+
+// release asks the agent to end the command now and waits for its answer (the command is gone),
+// at most releaseWait; then the channel is closed, which ends it as well.
+func release(ch ssh.Channel, c *Client) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = ch.SendRequest(releaseRequest, true, nil)
+	}()
+	tm := time.NewTimer(releaseWait)
+	defer tm.Stop()
+	select {
+	case <-done:
+		return
+	case <-c.Done():
+	case <-tm.C:
+	}
+	ch.Close() // SendRequest returns once the agent closes its side too (or the connection ends)
+	<-done
 }
 
 // askKeep sends the keep request and reads the agent's info that precedes its answer.

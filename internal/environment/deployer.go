@@ -550,7 +550,7 @@ func (d *Deployer) destroyNamed(ctx context.Context, n string, own bool) (*Destr
 			return nil, fmt.Errorf("destroying %s: %w", n, err)
 		}
 	}
-	ds := &deploy.Destroy{Client: t.Kube, Namespace: t.Namespace, Name: n, Volumes: d.Volumes, Wait: d.Wait, Progress: d.Progress}
+	ds := &deploy.Destroy{Client: t.Kube, Namespace: t.Namespace, Name: n, Volumes: d.Volumes, Wait: d.Wait, Progress: d.Progress, Logger: d.Logger}
 	if err := ds.Run(ctx); err != nil {
 		return nil, fmt.Errorf("destroying %s: %w", n, err)
 	}

@@ -25,11 +25,13 @@ const FieldManager = "devtool"
 
 // Labels that mark what devtool owns (defined once, in internal/labels).
 const (
-	LabelDeployedBy  = labels.DeployedBy
-	LabelManagedBy   = labels.ManagedBy
-	ManagedByValue   = labels.ManagedByValue
-	AnnotationPolicy = labels.Policy
-	PolicyKeep       = labels.PolicyKeep
+	LabelDeployedBy = labels.DeployedBy
+	// LabelDeployedNamespace is on cluster-scoped objects only (see labels.DeployedNamespace).
+	LabelDeployedNamespace = labels.DeployedNamespace
+	LabelManagedBy         = labels.ManagedBy
+	ManagedByValue         = labels.ManagedByValue
+	AnnotationPolicy       = labels.Policy
+	PolicyKeep             = labels.PolicyKeep
 )
 
 // Objects is the dynamic side of a Client: apply, list and delete any kind by GroupVersionKind.
@@ -153,6 +155,58 @@ func (o *Objects) NamespacedKinds() ([]schema.GroupVersionResource, error) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out, nil
+}
+
+// ClusterKinds lists the cluster-scoped resources of the cluster that can be listed and deleted,
+// Namespaces excepted (destroy never deletes a namespace by its labels).
+func (o *Objects) ClusterKinds() ([]schema.GroupVersionResource, error) {
+	lists, err := o.Discovery.ServerPreferredResources()
+	if err != nil && len(lists) == 0 {
+		return nil, fmt.Errorf("discovering the cluster's resource kinds: %w", err)
+	}
+	var out []schema.GroupVersionResource
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if r.Namespaced || strings.Contains(r.Name, "/") || !hasVerbs(r.Verbs, "list", "delete") {
+				continue
+			}
+			if gv.Group == "" && r.Name == "namespaces" {
+				continue
+			}
+			out = append(out, gv.WithResource(r.Name))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out, nil
+}
+
+// ListClusterLabelled lists every cluster-scoped object (ClusterKinds) matching selector. Kinds
+// the caller may not list (a user with rights in their namespaces only) are skipped, each told to
+// skipped (nil: silently).
+func (o *Objects) ListClusterLabelled(ctx context.Context, selector string, skipped func(gvr schema.GroupVersionResource, err error)) ([]unstructured.Unstructured, error) {
+	kinds, err := o.ClusterKinds()
+	if err != nil {
+		return nil, err
+	}
+	var out []unstructured.Unstructured
+	for _, gvr := range kinds {
+		l, err := o.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) || apierrors.IsForbidden(err) {
+				if skipped != nil {
+					skipped(gvr, err)
+				}
+				continue
+			}
+			return nil, fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
+		}
+		out = append(out, l.Items...)
+	}
 	return out, nil
 }
 

@@ -93,9 +93,18 @@ func podTemplates(group, resource string) [][]string {
 	return nil
 }
 
+// clusterScoped reports whether a request addresses a cluster-scoped object: its path names no
+// namespace, or it is a Namespace itself (/api/v1/namespaces/x names x as the object).
+func clusterScoped(t target) bool {
+	return t.namespace == "" || (t.group == "" && t.resource == "namespaces")
+}
+
 // labeler adds a fixed set of labels to request bodies.
 type labeler struct {
 	labels map[string]string
+	// cluster are added, besides labels, to the metadata (never the templates) of cluster-scoped
+	// objects.
+	cluster map[string]string
 	// keepSet leaves a label the body already sets to a non-empty value (requests from devtool
 	// itself, which labels its own objects); otherwise the proxy's value replaces it.
 	keepSet bool
@@ -108,13 +117,13 @@ func (l labeler) object(obj map[string]any, t target, o op) bool {
 			changed := false
 			for _, it := range items {
 				if m, ok := it.(map[string]any); ok {
-					changed = l.object(m, itemTarget(m), opCreate) || changed
+					changed = l.object(m, itemTarget(m, t), opCreate) || changed
 				}
 			}
 			return changed
 		}
 	}
-	changed := l.setLabels(obj, []string{"metadata"}, o == opPatch)
+	changed := l.setLabels(obj, []string{"metadata"}, o == opPatch, l.metadataLabels(t))
 	paths := podTemplates(t.group, t.resource)
 	// A Job's pod template cannot change after creation: label it only when it is created.
 	if t.group == "batch" && t.resource == "jobs" && o != opCreate {
@@ -126,26 +135,49 @@ func (l labeler) object(obj map[string]any, t target, o op) bool {
 		if _, ok := lookup(obj, p).(map[string]any); !ok {
 			continue
 		}
-		changed = l.setLabels(obj, append(append([]string{}, p...), "metadata"), false) || changed
+		changed = l.setLabels(obj, append(append([]string{}, p...), "metadata"), false, l.labels) || changed
 	}
 	return changed
 }
 
-// itemTarget derives the target of a List item from its apiVersion and kind.
-func itemTarget(m map[string]any) target {
+// metadataLabels are the labels of an object's own metadata: labels, and cluster for a cluster-scoped
+// object.
+func (l labeler) metadataLabels(t target) map[string]string {
+	if len(l.cluster) == 0 || !clusterScoped(t) {
+		return l.labels
+	}
+	m := make(map[string]string, len(l.labels)+len(l.cluster))
+	for k, v := range l.labels {
+		m[k] = v
+	}
+	for k, v := range l.cluster {
+		m[k] = v
+	}
+	return m
+}
+
+// itemTarget derives the target of a List item from its apiVersion and kind; its namespace is the
+// item's own, else the one of the request (parent) that carries the list.
+func itemTarget(m map[string]any, parent target) target {
 	apiVersion, _ := m["apiVersion"].(string)
 	kind, _ := m["kind"].(string)
 	group := ""
 	if i := strings.Index(apiVersion, "/"); i >= 0 {
 		group = apiVersion[:i]
 	}
-	return target{group: group, resource: strings.ToLower(kind) + "s"}
+	ns := parent.namespace
+	if md, ok := m["metadata"].(map[string]any); ok {
+		if s, _ := md["namespace"].(string); s != "" {
+			ns = s
+		}
+	}
+	return target{group: group, namespace: ns, resource: strings.ToLower(kind) + "s"}
 }
 
-// setLabels sets l.labels under obj[path...].labels, creating the maps on the way. In a merge patch a
+// setLabels sets want under obj[path...].labels, creating the maps on the way. In a merge patch a
 // null metadata means nothing to us (leave it); a null labels map would delete every label, and
 // becomes our labels.
-func (l labeler) setLabels(obj map[string]any, path []string, patch bool) bool {
+func (l labeler) setLabels(obj map[string]any, path []string, patch bool, want map[string]string) bool {
 	cur := obj
 	for _, k := range path {
 		next, present := cur[k]
@@ -171,7 +203,7 @@ func (l labeler) setLabels(obj map[string]any, path []string, patch bool) bool {
 		cur["labels"] = labels
 	}
 	changed := false
-	for k, v := range l.labels {
+	for k, v := range want {
 		old, _ := labels[k].(string)
 		if l.keepSet && old != "" {
 			continue

@@ -51,9 +51,9 @@ func (l labeler) rewriteProtobuf(method string, t target, body []byte) ([]byte, 
 	if unk.ContentEncoding != "" || (unk.ContentType != "" && unk.ContentType != "application/vnd.kubernetes.protobuf") {
 		return nil, false
 	}
-	entries := l.protoLabelEntries()
+	entries := protoLabelEntries(l.labels)
 	raw := append([]byte{}, unk.Raw...)
-	raw = appendNested(raw, []uint64{1}, entries)
+	raw = appendNested(raw, []uint64{1}, protoLabelEntries(l.metadataLabels(t)))
 	for _, p := range protoTemplates(t.group, t.resource) {
 		// A Job's pod template cannot change after creation.
 		if t.group == "batch" && t.resource == "jobs" && method != http.MethodPost {
@@ -69,10 +69,10 @@ func (l labeler) rewriteProtobuf(method string, t target, body []byte) ([]byte, 
 	return append(append([]byte{}, protoMagic...), out...), true
 }
 
-// protoLabelEntries encodes the labels as ObjectMeta.labels map entries, in a stable order.
-func (l labeler) protoLabelEntries() []byte {
-	keys := make([]string, 0, len(l.labels))
-	for k := range l.labels {
+// protoLabelEntries encodes labels as ObjectMeta.labels map entries, in a stable order.
+func protoLabelEntries(labels map[string]string) []byte {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
@@ -80,7 +80,7 @@ func (l labeler) protoLabelEntries() []byte {
 	for _, k := range keys {
 		var entry []byte
 		entry = appendBytesField(entry, 1, []byte(k))
-		entry = appendBytesField(entry, 2, []byte(l.labels[k]))
+		entry = appendBytesField(entry, 2, []byte(labels[k]))
 		out = appendBytesField(out, 11, entry)
 	}
 	return out

@@ -55,6 +55,11 @@ type Options struct {
 	Upstream *rest.Config
 	// Labels are added to the objects and pod templates written through the proxy.
 	Labels map[string]string
+	// ClusterLabels are added as well to the metadata of cluster-scoped objects (a request whose
+	// path names no namespace, and Namespaces), never to pod templates: deploy puts the
+	// environment's namespace there, since deployed-by alone does not tell two namespaces'
+	// environments of the same name apart outside a namespace.
+	ClusterLabels map[string]string
 	// Logger receives debug logs (what was labelled, what passed through unlabelled); nil discards.
 	Logger *slog.Logger
 	// Warn receives, once per method and path, a sentence for the user about a write forwarded
@@ -93,12 +98,14 @@ func Start(ctx context.Context, o Options) (*Proxy, error) {
 	if len(o.Labels) == 0 {
 		return nil, errors.New("labelproxy: no labels to add")
 	}
-	for k, v := range o.Labels {
-		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			return nil, fmt.Errorf("labelproxy: label key %q: %s", k, strings.Join(errs, "; "))
-		}
-		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-			return nil, fmt.Errorf("labelproxy: label %s value %q: %s", k, v, strings.Join(errs, "; "))
+	for _, set := range []map[string]string{o.Labels, o.ClusterLabels} {
+		for k, v := range set {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				return nil, fmt.Errorf("labelproxy: label key %q: %s", k, strings.Join(errs, "; "))
+			}
+			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+				return nil, fmt.Errorf("labelproxy: label %s value %q: %s", k, v, strings.Join(errs, "; "))
+			}
 		}
 	}
 	if o.Logger == nil {
@@ -138,7 +145,7 @@ func Start(ctx context.Context, o Options) (*Proxy, error) {
 		url:   "https://" + ln.Addr().String(),
 		creds: creds,
 		log:   o.Logger,
-		lab:   labeler{labels: copyMap(o.Labels)},
+		lab:   labeler{labels: copyMap(o.Labels), cluster: copyMap(o.ClusterLabels)},
 		max:   o.MaxBodyBytes,
 		warn:  o.Warn,
 		done:  make(chan struct{}),

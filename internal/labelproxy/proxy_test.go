@@ -26,6 +26,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
@@ -797,4 +798,84 @@ func TestKeepsTheEnvironmentDevtoolSets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLabelsClusterScopedWithTheNamespace: Options.ClusterLabels go on cluster-scoped objects
+// (and Namespaces), in JSON, YAML and protobuf bodies, and never on namespaced objects or pod
+// templates.
+func TestLabelsClusterScopedWithTheNamespace(t *testing.T) {
+	const deployedNS = "dev.devtool/deployed-namespace"
+	api := newFakeAPI(t)
+	p, hc, _ := startProxy(t, api, func(o *Options) {
+		o.ClusterLabels = map[string]string{deployedNS: "ns1"}
+	})
+	cases := []struct {
+		name, method, path, ct, body string
+		cluster                      bool
+	}{
+		{"create clusterrole", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", "application/json",
+			`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"r"}}`, true},
+		{"apply clusterrolebinding", "PATCH", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/b?fieldManager=kubectl", "application/apply-patch+yaml",
+			"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: b\n", true},
+		{"patch ingressclass", "PATCH", "/apis/networking.k8s.io/v1/ingressclasses/c", "application/merge-patch+json",
+			`{"metadata":{"annotations":{"a":"b"}}}`, true},
+		{"create namespace", "POST", "/api/v1/namespaces", "application/json",
+			`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}`, true},
+		{"replace namespace", "PUT", "/api/v1/namespaces/x", "application/json",
+			`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}`, true},
+		{"create configmap", "POST", "/api/v1/namespaces/ns1/configmaps", "application/json",
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`, false},
+		{"create deployment", "POST", "/apis/apps/v1/namespaces/ns1/deployments", "application/json", deployment, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			do(t, hc, p, c.method, c.path, c.ct, c.body)
+			got := api.last(t)
+			l := labelsAt(t, got.body, "metadata")
+			if l[deployedBy] != "myenv" {
+				t.Errorf("deployed-by %v: %s", l[deployedBy], got.body)
+			}
+			if has := l[deployedNS] == "ns1"; has != c.cluster {
+				t.Errorf("deployed-namespace present=%v, want %v: %s", has, c.cluster, got.body)
+			}
+			if strings.Contains(c.body, `"template"`) {
+				tl := labelsAt(t, got.body, "spec", "template", "metadata")
+				if tl[deployedBy] != "myenv" || tl[deployedNS] != nil {
+					t.Errorf("template labels %v: want deployed-by only", tl)
+				}
+			}
+		})
+	}
+
+	t.Run("protobuf clusterrole", func(t *testing.T) {
+		cr := &rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: "r", Labels: map[string]string{"keep": "me"}},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}
+		do(t, hc, p, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", "application/vnd.kubernetes.protobuf", protoBody(t, cr))
+		got := fromProto(t, api.last(t).body).(*rbacv1.ClusterRole)
+		want := map[string]string{"keep": "me", deployedBy: "myenv", deployedNS: "ns1"}
+		if !equality.Semantic.DeepEqual(got.Labels, want) || !equality.Semantic.DeepEqual(got.Rules, cr.Rules) {
+			t.Errorf("labels %v rules %v; want labels %v and the rules unchanged", got.Labels, got.Rules, want)
+		}
+	})
+	t.Run("protobuf configmap", func(t *testing.T) {
+		cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Name: "c"}}
+		do(t, hc, p, "POST", "/api/v1/namespaces/ns1/configmaps", "application/vnd.kubernetes.protobuf", protoBody(t, cm))
+		got := fromProto(t, api.last(t).body).(*corev1.ConfigMap)
+		if got.Labels[deployedBy] != "myenv" || got.Labels[deployedNS] != "" {
+			t.Errorf("labels %v: want deployed-by only", got.Labels)
+		}
+	})
+	t.Run("list items", func(t *testing.T) {
+		body := `{"apiVersion":"v1","kind":"List","items":[` +
+			`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"a"}},` +
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b","namespace":"ns1"}}]}`
+		do(t, hc, p, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", "application/json", body)
+		items := mustJSON(t, api.last(t).body)["items"].([]any)
+		for i, want := range []any{"ns1", nil} {
+			if got := lookup(items[i].(map[string]any), []string{"metadata", "labels", deployedNS}); got != want {
+				t.Errorf("item %d: deployed-namespace %v, want %v", i, got, want)
+			}
+		}
+	})
 }

@@ -5,6 +5,10 @@ package labels
 const (
 	// DeployedBy names the environment an object belongs to; destroy deletes by it.
 	DeployedBy = "dev.devtool/deployed-by"
+	// DeployedNamespace names, on a cluster-scoped object a deploy command created, the namespace of
+	// the environment that created it: destroy deletes cluster-scoped objects carrying both
+	// DeployedBy and DeployedNamespace (two namespaces may each have an environment of one name).
+	DeployedNamespace = "dev.devtool/deployed-namespace"
 	// ManagedBy is the well-known label; its value is ManagedByValue.
 	ManagedBy      = "app.kubernetes.io/managed-by"
 	ManagedByValue = "devtool"

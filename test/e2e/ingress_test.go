@@ -83,7 +83,7 @@ func (p *ingressPlatform) newUserWithToken(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatalf("creating %s: %v", name, err)
 	}
-	t.Cleanup(func() { _ = p.admin.DeleteUser(context.Background(), name) })
+	removePlatformUserAfter(t, p.admin, name)
 	return r.Token
 }
 

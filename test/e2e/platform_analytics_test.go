@@ -67,10 +67,7 @@ func TestPlatformAnalytics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = admin.DeleteUser(context.Background(), name)
-		_ = c.Clientset.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	removePlatformUserAfter(t, admin, name)
 	u := newPlatformUser(t)
 	u.mustRun("context", "use", p.url, "--token", r.Token, "--ca-cert", p.caFile)
 	count := func() int64 {

@@ -126,7 +126,7 @@ func TestPlatformCLI(t *testing.T) {
 			t.Fatalf("creating %s: %v", n, err)
 		}
 		users[n] = r.Token
-		t.Cleanup(func() { _ = admin.DeleteUser(context.Background(), n) })
+		removePlatformUserAfter(t, admin, n)
 	}
 	alice, bob := newPlatformUser(t), newPlatformUser(t)
 

@@ -71,10 +71,7 @@ func TestPlatformStoredSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = admin.DeleteUser(context.Background(), name)
-		_ = c.Clientset.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	removePlatformUserAfter(t, admin, name)
 	user := p.userClient(t, r.Token)
 	up := strings.ToUpper(s)
 	vars := map[string]string{ // name in the files -> stored value

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/devtool/devtool/internal/labels"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/store"
 )
@@ -52,7 +53,9 @@ func crd(kind, plural string, spec map[string]any, status map[string]any, column
 	}
 	return map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": plural + "." + store.Group},
+		// Shared by every install in the cluster: destroying one install must not delete them (and
+		// with them every other install's users and tokens).
+		"metadata": map[string]any{"name": plural + "." + store.Group, "annotations": map[string]any{labels.Policy: labels.PolicyKeep}},
 		"spec": map[string]any{
 			"group": store.Group, "scope": "Namespaced",
 			"names": map[string]any{"kind": kind, "plural": plural, "singular": lower(kind), "listKind": kind + "List", "categories": []any{"devtool"}},
@@ -100,7 +103,15 @@ func meta(name, ns string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/part-of": Name}}
 }
 
-// membershipRoles are the ClusterRoles a membership binds: owner, editor and viewer aggregate
+// sharedMeta is the metadata of a cluster-scoped object every install in the cluster uses (the
+// membership roles): annotated dev.devtool/policy: keep, so destroying one install leaves it.
+func sharedMeta(name string) metav1.ObjectMeta {
+	m := meta(name, "")
+	m.Annotations = map[string]string{labels.Policy: labels.PolicyKeep}
+	return m
+}
+
+// membershipRoles are the ClusterRoles a membership binds (shared by every install in the cluster): owner, editor and viewer aggregate
 // Kubernetes' own admin, edit and view (so an owner cannot change the namespace's quota or limits)
 // plus the platform's additions: Leases (devtool's deploy lock) for editors and owners, and for
 // owners the right to bind the three roles (so sharing works impersonating the owner).
@@ -108,7 +119,7 @@ func membershipRoles() []*rbacv1.ClusterRole {
 	agg := func(role, builtin string) *rbacv1.ClusterRole {
 		return &rbacv1.ClusterRole{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-			ObjectMeta: meta(store.RolePrefix+role, ""),
+			ObjectMeta: sharedMeta(store.RolePrefix + role),
 			AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{
 				{MatchLabels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-" + builtin: "true"}},
 				{MatchLabels: map[string]string{"devtool.dev/aggregate-to-" + role: "true"}},
@@ -116,7 +127,7 @@ func membershipRoles() []*rbacv1.ClusterRole {
 		}
 	}
 	extra := func(name string, to []string, rules []rbacv1.PolicyRule) *rbacv1.ClusterRole {
-		m := meta(name, "")
+		m := sharedMeta(name)
 		for _, r := range to {
 			m.Labels["devtool.dev/aggregate-to-"+r] = "true"
 		}
@@ -166,7 +177,8 @@ func platformRBAC(ns string) []any {
 		&rbacv1.Role{TypeMeta: tm("Role"), ObjectMeta: meta(Name, ns), Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "create", "delete", "impersonate"}},
 			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}},
-			// secrets: stored secrets, logins in progress, the signing key, the OIDC configuration
+			// secrets: users' stored secrets (a removed user's Secret is deleted with it), logins in
+			// progress, the signing key, the OIDC configuration, the TLS Secrets
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 			// The analytics days and setting (internal/platform/analytics) and the quota defaults
 			// admins set in the web UI (store.SettingsName).

@@ -30,6 +30,9 @@ func (s *Store) CreateUser(ctx context.Context, name string, admin bool, passwor
 		if ns.Labels[LabelPersonal] != name {
 			return nil, "", conflict("a namespace named %q exists: a user's personal namespace takes the user's name", name)
 		}
+		if ns.DeletionTimestamp != nil {
+			return nil, "", conflict("the personal namespace %q of a removed user of that name is still being deleted: try again once it is gone", name)
+		}
 	} else if !apierrors.IsNotFound(err) {
 		return nil, "", err
 	}
@@ -113,8 +116,11 @@ func (s *Store) provisionUser(ctx context.Context, name string, firstToken bool)
 }
 
 // DeleteUser removes a user: its ServiceAccount first (so its Kubernetes tokens stop working at
-// once), then its API tokens, its RoleBindings in every namespace, and the User object. Its personal
-// namespace is kept (an admin deletes it); a user made again with the same name gets it back.
+// once), then its API tokens, its RoleBindings in every namespace, its stored secrets, its personal
+// namespace (with everything running in it; only the namespace the platform made for it, labelled
+// so) and the User object, last, so a removal that failed half-way can be retried. The namespaces
+// it created or was given stay, with their other members; a user made again with the same name
+// starts with nothing of the removed one.
 func (s *Store) DeleteUser(ctx context.Context, name string) error {
 	if _, err := s.Dyn.Resource(UserResource).Namespace(s.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		return notFound("user %q", name)
@@ -142,11 +148,39 @@ func (s *Store) DeleteUser(ctx context.Context, name string) error {
 			}
 		}
 	}
+	if err := s.Kube.CoreV1().Secrets(s.Namespace).Delete(ctx, UserSecretPrefix+name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("deleting its stored secrets: %w", err))
+	}
+	if err := s.deletePersonalNamespace(ctx, name); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("removing user %s (the User object is kept so the removal can be retried): %w", name, errors.Join(errs...))
 	}
 	if err := s.Dyn.Resource(UserResource).Namespace(s.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting user %s: %w", name, err)
+	}
+	return nil
+}
+
+// deletePersonalNamespace deletes the namespace named after user when the platform made it as
+// user's personal one (labelled managed and personal=user; checked on the live object, deleted
+// with its UID as precondition). Deletion runs in the background: the namespace goes once its pods
+// have ended.
+func (s *Store) deletePersonalNamespace(ctx context.Context, user string) error {
+	ns, err := s.Kube.CoreV1().Namespaces().Get(ctx, user, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("reading its personal namespace: %w", err)
+	}
+	if ns.Labels[LabelManaged] != "true" || ns.Labels[LabelPersonal] != user || ns.DeletionTimestamp != nil {
+		return nil
+	}
+	uid := ns.UID
+	err = s.Kube.CoreV1().Namespaces().Delete(ctx, user, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting its personal namespace: %w", err)
 	}
 	return nil
 }

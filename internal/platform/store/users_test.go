@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
+	kfake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/devtool/devtool/internal/platform/api"
+)
+
+// newFakeStore is a Store on fake Kubernetes clients (no RBAC: the integration test on the local
+// cluster proves isolation).
+func newFakeStore(t *testing.T) *Store {
+	t.Helper()
+	kc := kfake.NewClientset()
+	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		UserResource: "UserList", TokenResource: "AccessTokenList",
+	})
+	st := &Store{Namespace: DefaultNamespace, Limits: DefaultLimits, Kube: kc, Dyn: dc,
+		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := st.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestDeleteUserDeletesItsPersonalNamespace: removing a user deletes its personal namespace (with
+// what runs there) and its stored secrets; a namespace it created and shared stays with its other
+// member, and a namespace of the user's name that is not its personal one is never deleted. A user
+// made again with the same name starts with nothing of the removed one.
+func TestDeleteUserDeletesItsPersonalNamespace(t *testing.T) {
+	st := newFakeStore(t)
+	ctx := context.Background()
+	for _, n := range []string{"alice", "bob", "carol"} {
+		if _, _, err := st.CreateUser(ctx, n, false, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.CreateNamespace(ctx, "alice", "team-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Kube.RbacV1().RoleBindings("team-a").Create(ctx, st.binding("team-a", "bob", api.RoleEditor), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	alice := &User{Name: "alice"}
+	if err := st.SetSecret(ctx, alice, SecretScope{}, "DB_PASS", "s3cret"); err != nil {
+		t.Fatal(err)
+	}
+	// carol's namespace is no longer marked as her personal one (an admin took it over).
+	carolNS, err := st.Kube.CoreV1().Namespaces().Get(ctx, "carol", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(carolNS.Labels, LabelPersonal)
+	if _, err := st.Kube.CoreV1().Namespaces().Update(ctx, carolNS, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := st.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Kube.CoreV1().Namespaces().Get(ctx, "alice", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("alice's personal namespace after her removal: %v, want it deleted", err)
+	}
+	if _, err := st.Kube.CoreV1().Secrets(DefaultNamespace).Get(ctx, UserSecretPrefix+"alice", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("alice's stored secrets after her removal: %v, want them deleted", err)
+	}
+	if _, err := st.Kube.CoreV1().Namespaces().Get(ctx, "team-a", metav1.GetOptions{}); err != nil {
+		t.Errorf("team-a, which alice created and shared with bob: %v, want it kept", err)
+	}
+	if _, err := st.Kube.RbacV1().RoleBindings("team-a").Get(ctx, BindingPrefix+"bob", metav1.GetOptions{}); err != nil {
+		t.Errorf("bob's membership of team-a: %v", err)
+	}
+	if _, err := st.Kube.CoreV1().Namespaces().Get(ctx, "bob", metav1.GetOptions{}); err != nil {
+		t.Errorf("bob's personal namespace: %v", err)
+	}
+
+	if err := st.DeleteUser(ctx, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Kube.CoreV1().Namespaces().Get(ctx, "carol", metav1.GetOptions{}); err != nil {
+		t.Errorf("namespace carol, not her personal one any more, after her removal: %v, want it kept", err)
+	}
+
+	// alice again: a new personal namespace, no secrets of the removed alice.
+	if _, _, err := st.CreateUser(ctx, "alice", false, ""); err != nil {
+		t.Fatal(err)
+	}
+	vals, err := st.ResolveSecrets(ctx, alice, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vals) != 0 {
+		t.Errorf("the new alice resolves the removed alice's secrets: %v", vals)
+	}
+	ns, err := st.Kube.CoreV1().Namespaces().Get(ctx, "alice", metav1.GetOptions{})
+	if err != nil || ns.Labels[LabelPersonal] != "alice" {
+		t.Errorf("the new alice's personal namespace: %v %v", err, ns)
+	}
+
+	// A personal namespace still being deleted: making the user again is a conflict that says so.
+	now := metav1.Now()
+	ns.DeletionTimestamp = &now
+	if _, err := st.Kube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = st.CreateUser(ctx, "alice", false, "")
+	if !errors.Is(err, ErrConflict) {
+		t.Errorf("alice again while her namespace is being deleted: %v, want a conflict", err)
+	}
+}
