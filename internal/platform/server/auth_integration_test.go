@@ -18,6 +18,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/devtool/devtool/internal/platform/api"
@@ -192,6 +193,8 @@ func TestPlatformLeaderElection(t *testing.T) {
 		}
 		return ""
 	})
+	// Back at 2: the deleted pod gone and its replacement ready (the Deployment's status alone can
+	// still count the deleted pod right after the delete).
 	eventually(t, 3*time.Minute, func() string {
 		d, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, install.Name, metav1.GetOptions{})
 		if err != nil {
@@ -199,6 +202,24 @@ func TestPlatformLeaderElection(t *testing.T) {
 		}
 		if !deploymentReady(d) {
 			return fmt.Sprintf("deployment: %d/%d ready", d.Status.ReadyReplicas, *d.Spec.Replicas)
+		}
+		pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + install.Name})
+		if err != nil {
+			return err.Error()
+		}
+		ready := 0
+		for _, p := range pods.Items {
+			if p.Name == first {
+				return "the deleted pod " + first + " is still there"
+			}
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+					ready++
+				}
+			}
+		}
+		if ready != int(*d.Spec.Replicas) {
+			return fmt.Sprintf("%d of %d platform pods ready", ready, *d.Spec.Replicas)
 		}
 		return ""
 	})
