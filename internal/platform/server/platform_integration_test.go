@@ -46,6 +46,12 @@ type platform struct {
 func connectPlatform(t testing.TB, c *testcluster.Cluster) *platform {
 	t.Helper()
 	state := platformDir()
+	// Another instance's files with the shared instance's namespace: the tests that reach the
+	// platform's pods (lockout, logins across replicas, the leader's pod deleted) would act on the
+	// shared instance, not on the one under test.
+	if state != filepath.Dir(testcluster.LocalKubeconfig()) && os.Getenv("DEVTOOL_TEST_PLATFORM_NAMESPACE") == "" {
+		t.Fatalf("DEVTOOL_TEST_PLATFORM_DIR=%s names another instance: set DEVTOOL_TEST_PLATFORM_NAMESPACE to its namespace too", state)
+	}
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join(state, name))
 		if err != nil {
