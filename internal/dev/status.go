@@ -33,10 +33,15 @@ type SyncStatus struct {
 		Conflicts []struct {
 			Path string `json:"path"`
 			Copy string `json:"copy"`
+			// Reason, for a conflict without a copy: a name the receiving side takes for another.
+			Reason string `json:"reason"`
 		} `json:"conflicts"`
 		Errors []struct {
 			Path string `json:"path"`
 			Err  string `json:"error"`
+			// Failures in a row and when the path is tried again (retried ones only).
+			Failures int        `json:"failures"`
+			NextTry  *time.Time `json:"next_try"`
 		} `json:"errors"`
 	} `json:"folders"`
 	// Raw is the service's whole answer, fields this package does not decode included.

@@ -32,8 +32,11 @@ type Client struct {
 	start    time.Time
 	statusAt time.Time
 	freed    bool // memory given back after the first synchronization
-	// holdTimer fires when held removals may be released (see holdRemovals).
-	holdTimer *time.Timer
+	// timer wakes the engine at wakeNext: held removals released
+	// (halt.go), failed paths retried (retry.go), paths settled
+	// (settle.go).
+	timer    *time.Timer
+	wakeNext time.Time
 
 	getsMu sync.Mutex
 	gets   map[uint64]*pendingOp // pulls, read by the stream reader
@@ -89,20 +92,26 @@ type cfolder struct {
 	// remoteID is the agent's state ID the base was agreed with (saved
 	// with it); a base is trusted only while the agent sends the same ID.
 	remoteID string
-	// rcaps is what the agent's filesystem keeps for this folder (sent in
-	// its protocol 3 hello answer; defaultRemoteCaps before).
-	rcaps       caps
-	remote      map[string]Entry // the server's index as last reported
-	fullNext    map[string]Entry
-	remoteReady bool
-	dirty       map[string]struct{}
-	inflight    map[string]uint64
-	failed      map[string][2]Entry // (local, remote) when an op failed; retried when either changes
+	remote   map[string]Entry // the server's index as last reported
+	// lcaps and rcaps are what the local and the agent's folder keep
+	// (exec bits, case, ...): lcaps probed at the start of a session,
+	// rcaps defaultRemoteCaps until the agent reports it (protocol 3).
+	lcaps, rcaps caps
+	fullNext     map[string]Entry
+	remoteReady  bool
+	dirty        map[string]struct{}
+	inflight     map[string]uint64
+	failed       map[string][2]Entry // (local, remote) when an op failed; retried when either changes (or at its retry)
+	retry        map[string]*retrying
+	// settle holds back changes of paths still being written: [0] local,
+	// [1] remote (settle.go).
+	settle [2]settler
 	// noRename holds paths whose rename failed this session: they are removed and sent again instead.
 	noRename  map[string]struct{}
 	diff      map[string]struct{}
 	conflicts []Conflict
 	errs      []PathError
+	errPaths  int // errors in errs that name a path
 	// halt, when not "", is why this folder's synchronization stopped this
 	// session (see halt.go); rmSince and rmCount count the files removed on
 	// each side (local, remote) in the current mass-deletion window.
@@ -112,12 +121,17 @@ type cfolder struct {
 	// held are paths whose removal waits until removals stop coming
 	// (heldAt: the last one held); release lets the next round carry them
 	// out (see holdRemovals).
-	// folds maps each local path's nameKey to it, for a round on a
-	// case- or normalization-insensitive folder (nil: not built yet).
-	folds map[string]string
+	// folds maps each local ([0]) and remote ([1]) path's nameKey to it,
+	// for a round that creates a path on a side that folds names (nil:
+	// not built yet this round).
+	folds [2]map[string]string
 	// refused holds what was reported for paths left alone on purpose
 	// (a symlink leaving the folder, a case clash), so each is reported once.
 	refused map[string]string
+	// clash holds the paths refused as the twin of another name on a side
+	// that folds names: decided again when a path of the same name
+	// changes (the twin renamed or removed).
+	clash   map[string]struct{}
 	held    map[string]struct{}
 	unheld  map[string]struct{} // removals not to hold: they block a folder's replacement
 	retried map[string]bool     // folders tried again at once after failing as not empty (see unblock)
@@ -145,6 +159,7 @@ type pendingOp struct {
 	path   string
 	to     string
 	pull   bool
+	exec   bool  // the exec bit a carried file takes (decision.e)
 	rename bool  // a move of path to to that stands for a removal and a creation
 	local  Entry // the local state decided from
 	remote Entry // the remote state decided from
@@ -349,7 +364,9 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		t.excludes = c.opts.Excludes
 		f.t, trees[i], roots[i] = t, t, f.f.Remote
 		f.remote, f.fullNext, f.remoteReady = map[string]Entry{}, nil, false
+		f.lcaps, f.rcaps = t.caps, defaultRemoteCaps
 		f.dirty, f.inflight, f.failed, f.diff = map[string]struct{}{}, map[string]uint64{}, map[string][2]Entry{}, map[string]struct{}{}
+		f.retry, f.settle = nil, [2]settler{}
 		f.noRename = map[string]struct{}{}
 		f.done = false
 		f.rulesSent, f.fullsDone = 0, 0
@@ -468,16 +485,16 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 
 	tick := time.NewTicker(saveEvery)
 	defer tick.Stop()
-	c.holdTimer = time.NewTimer(time.Hour)
-	c.holdTimer.Stop()
-	defer c.holdTimer.Stop()
+	c.timer, c.wakeNext = time.NewTimer(time.Hour), time.Time{}
+	c.timer.Stop()
+	defer c.timer.Stop()
 	lastRescan := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-c.holdTimer.C:
-			c.releaseHeld(time.Now())
+		case <-c.timer.C:
+			c.wake(time.Now())
 		case err := <-errc:
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
 				return fmt.Errorf("sync stream closed: %w", err)
@@ -505,6 +522,25 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		}
 		c.iterate()
 	}
+}
+
+// wakeAt makes the engine loop call wake at t (or earlier).
+func (c *Client) wakeAt(t time.Time) {
+	if c.timer == nil || (!c.wakeNext.IsZero() && !t.Before(c.wakeNext)) {
+		return
+	}
+	c.wakeNext = t
+	c.timer.Reset(max(time.Until(t), 0))
+}
+
+// wake does what was due by now: held removals released, failed paths
+// retried, settled paths taken; each asks to be woken again for what is
+// still to come.
+func (c *Client) wake(now time.Time) {
+	c.wakeNext = time.Time{}
+	c.releaseHeld(now)
+	c.retryDue(now)
+	c.settleDue(now)
 }
 
 func (c *Client) rescanPeriod() time.Duration {
@@ -605,12 +641,51 @@ func (f *cfolder) addErr(p, msg string) {
 	if len(f.errs) > maxListed {
 		f.errs = f.errs[len(f.errs)-maxListed:]
 	}
+	f.countErrPaths()
+}
+
+// dropErr takes p's errors off the list: it is in sync again.
+func (f *cfolder) dropErr(p string) {
+	out := f.errs[:0]
+	for _, e := range f.errs {
+		if e.Path != p {
+			out = append(out, e)
+		}
+	}
+	clear(f.errs[len(out):])
+	f.errs = out
+	f.countErrPaths()
+}
+
+func (f *cfolder) countErrPaths() {
+	f.errPaths = 0
+	for _, e := range f.errs {
+		if e.Path != "" {
+			f.errPaths++
+		}
+	}
+}
+
+func (f *cfolder) addConflict(cf Conflict) {
+	f.conflicts = append(f.conflicts, cf)
+	if len(f.conflicts) > maxListed {
+		f.conflicts = f.conflicts[len(f.conflicts)-maxListed:]
+	}
+}
+
+// agree reports whether a local and a remote entry hold the same, exec
+// bits compared only where both sides keep them.
+func (f *cfolder) agree(l, r Entry) bool {
+	return eqOn(l, r, f.lcaps.noExec || f.rcaps.noExec)
 }
 
 // markDirty queues p for reconciliation; a folder above it that failed (a
 // removal of a non-empty folder) is tried again too, and so are paths below.
 func (f *cfolder) markDirty(p string) {
 	f.dirty[p] = struct{}{}
+	if len(f.clash) > 0 {
+		f.twinChanged(p)
+	}
 	// Paths below p that failed (their folder was a file there) are tried
 	// again too.
 	if n := len(f.failed); n > 0 && n < 10000 {
@@ -675,7 +750,9 @@ func (c *Client) read(ctx context.Context, fr *frameReader) error {
 					}
 					begin = t.beginDelta
 				}
-				pf, err := begin(m.Path, m.E, g.local)
+				e := m.E
+				e.Exec = g.exec // as decided for this side
+				pf, err := begin(m.Path, e, g.local)
 				if err != nil {
 					skip = m.ID
 					c.inbox.push(&localDone{id: m.ID, err: err, state: t.get(m.Path)})
@@ -743,6 +820,7 @@ func (c *Client) handle(ev any) {
 			return
 		}
 		f := c.folders[m.Folder]
+		now := time.Now()
 		if m.Full && f.fullNext == nil {
 			f.fullNext = map[string]Entry{}
 		}
@@ -764,7 +842,7 @@ func (c *Client) handle(ev any) {
 			} else {
 				f.remote[it.Path] = it.E
 			}
-			f.markDirty(it.Path)
+			c.remoteChanged(f, it.Path, now)
 		}
 		if m.Full && m.Done {
 			f.fullsDone++
@@ -817,12 +895,12 @@ func (c *Client) handle(ev any) {
 			f.noRename[op.path] = struct{}{}
 		} else if !m.OK {
 			c.failed(f, op, m.Code, m.Err, f.t.get(op.path), m.State)
-		} else if op.to == "" && same(m.State, op.local) {
+		} else if op.to == "" && f.agree(op.local, m.State) {
 			// The agent now holds what this side held when the op was
 			// decided (pushed, removed): both agreed on it, whatever this
 			// side became since. Without this, an edit made while its
 			// previous version was being pushed looked like a conflict.
-			c.setBase(f, op.path, m.State)
+			c.setBase(f, op.path, agreed(f.base[op.path], op.local, m.State, f.lcaps, f.rcaps))
 		}
 	case *localDone:
 		op := c.ops[m.id]
@@ -851,9 +929,9 @@ func (c *Client) handle(ev any) {
 				code = failChanged // the local path changed before it could be sent
 			}
 			c.failed(f, op, code, m.err.Error(), f.t.get(op.path), f.remote[op.path])
-		} else if op.pull && same(m.state, op.remote) {
+		} else if op.pull && f.agree(m.state, op.remote) {
 			// This side now holds the agent's version it was decided from.
-			c.setBase(f, op.path, m.state)
+			c.setBase(f, op.path, agreed(f.base[op.path], m.state, op.remote, f.lcaps, f.rcaps))
 		}
 	case *noticeMsg:
 		if m.Folder < len(c.folders) {
@@ -866,7 +944,11 @@ func (c *Client) handle(ev any) {
 		var changed []item
 		rules := m.paths == nil
 		if !rules {
-			changed, rules = f.t.scanPaths(m.paths)
+			paths := c.settleLocal(f, m.paths, time.Now())
+			if len(paths) == 0 {
+				break
+			}
+			changed, rules = f.t.scanPaths(paths)
 			c.scanErr(f, errors.Join(f.t.takeScanErrs()...))
 		}
 		if rules {
@@ -899,7 +981,11 @@ func (c *Client) rescanLocal(f *cfolder, paths []string) int {
 // localChanged queues what a local scan found changed (and watches new
 // folders); it returns how many paths changed.
 func (c *Client) localChanged(f *cfolder, changed []item) int {
+	now := time.Now()
 	for _, it := range changed {
+		if it.E.Kind == KindFile {
+			f.settle[0].seen(it.Path, now)
+		}
 		f.log.Debug("local entry", "path", it.Path, "e", descE(it.E))
 		f.markDirty(it.Path)
 		if it.E.Kind == KindDir && f.w != nil {
@@ -944,6 +1030,11 @@ func (c *Client) failed(f *cfolder, op *pendingOp, code byte, msg string, l, r E
 	}
 	if code == failChanged {
 		return
+	}
+	if code == failOther {
+		// permission denied, a read-only or full filesystem...: tried
+		// again later, so fixing the cause heals it
+		c.scheduleRetry(f, op.path, time.Now())
 	}
 	f.log.Warn("path not synchronized", "path", op.path, "err", msg)
 	f.addErr(op.path, msg)

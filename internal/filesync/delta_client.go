@@ -18,9 +18,10 @@ func (c *Client) deltaWorth(p string, to, basis Entry) bool {
 }
 
 // push sends local file p (state l) to the agent, whose copy is r: as a
-// delta when worth it, else whole.
-func (c *Client) push(f *cfolder, id uint64, p string, l, r Entry) {
-	j := &sendJob{ID: id, Folder: f.i, Path: p, Expect: l, Peer: r}
+// delta when worth it, else whole; a file goes with exec bit exec (decided
+// for the agent's side).
+func (c *Client) push(f *cfolder, id uint64, p string, l, r Entry, exec bool) {
+	j := &sendJob{ID: id, Folder: f.i, Path: p, Expect: l, Peer: r, SetExec: true, Exec: exec}
 	c.deltaMu.Lock()
 	delta := c.deltaWorth(p, l, r) && len(c.deltas) < maxDeltasInFlight
 	if delta {

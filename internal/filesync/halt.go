@@ -61,7 +61,7 @@ func (c *Client) holdRemovals(f *cfolder, plan []action, now time.Time) []action
 	}
 	if held {
 		f.heldAt = now
-		c.holdTimer.Reset(holdQuiet)
+		c.wakeAt(now.Add(holdQuiet))
 	}
 	return out
 }
@@ -108,15 +108,12 @@ func (c *Client) unblock(f *cfolder, op *pendingOp) {
 // releaseHeld reconciles the held removals again, carried out this time,
 // once none came for holdQuiet.
 func (c *Client) releaseHeld(now time.Time) {
-	next := time.Duration(0)
 	for _, f := range c.folders {
 		if len(f.held) == 0 {
 			continue
 		}
-		if wait := holdQuiet - now.Sub(f.heldAt); wait > 0 {
-			if next == 0 || wait < next {
-				next = wait
-			}
+		if at := f.heldAt.Add(holdQuiet); now.Before(at) {
+			c.wakeAt(at)
 			continue
 		}
 		for p := range f.held {
@@ -124,9 +121,6 @@ func (c *Client) releaseHeld(now time.Time) {
 		}
 		f.held = map[string]struct{}{}
 		f.release = true
-	}
-	if next > 0 {
-		c.holdTimer.Reset(next)
 	}
 }
 

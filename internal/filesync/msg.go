@@ -42,7 +42,7 @@ const (
 
 func capsBits(c caps) uint64 {
 	var b uint64
-	if c.exec {
+	if !c.noExec {
 		b |= capExec
 	}
 	if c.foldCase {
@@ -51,16 +51,19 @@ func capsBits(c caps) uint64 {
 	if c.foldNorm {
 		b |= capFoldNorm
 	}
+	if c.noLinks {
+		b |= capNoSymlinks
+	}
 	return b
 }
 
 func capsFromBits(b uint64) caps {
-	return caps{exec: b&capExec != 0, foldCase: b&capFoldCase != 0, foldNorm: b&capFoldNorm != 0}
+	return caps{noExec: b&capExec == 0, foldCase: b&capFoldCase != 0, foldNorm: b&capFoldNorm != 0, noLinks: b&capNoSymlinks != 0}
 }
 
 // defaultRemoteCaps are assumed for an agent that sends none (protocol 2):
-// a Linux filesystem.
-var defaultRemoteCaps = caps{exec: true}
+// a Linux filesystem (the zero caps).
+var defaultRemoteCaps = caps{}
 
 const maxStateID = 64
 

@@ -6,7 +6,6 @@ package filesync
 // the plan out: local steps at once, remote ones as ops to the agent.
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -17,7 +16,8 @@ type action struct {
 	do     byte // one of the act* constants
 	p, to  string
 	l, r   Entry
-	remove bool // ordered with the removals (children before parents)
+	e      Entry // the state to carry (pushes and pulls: decision.e)
+	remove bool  // ordered with the removals (children before parents)
 }
 
 const (
@@ -52,7 +52,7 @@ func (c *Client) iterate() {
 			f.dirty = map[string]struct{}{}
 			var plan []action
 			now := time.Now()
-			f.folds = nil
+			f.folds = [2]map[string]string{}
 			for _, p := range paths {
 				plan = c.reconcile(f, p, now, plan)
 			}
@@ -88,43 +88,38 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 		return plan
 	}
 	r := f.remote[p]
-	b := f.base[p]
-	if same(l, r) {
+	b, hasBase := f.base[p]
+	if f.failedAt(p, l, r) {
+		f.diff[p] = struct{}{}
+		return plan
+	}
+	d := decide(pathState{p: p, b: b, l: l, r: r, lc: f.lcaps, rc: f.rcaps,
+		changedBelow: func(local bool) bool { return c.changedBelow(f, p, local) },
+		twin:         func(local bool) string { return f.twin(p, local) }})
+	if d.v == vAgree {
 		if l.Kind == KindNone {
-			if _, ok := f.base[p]; ok {
+			if hasBase {
 				f.log.Debug("base removed", "path", p)
 				delete(f.base, p)
 				f.changed = true
 			}
-		} else if b, ok := f.base[p]; !ok || !same(b, l) || b.MTime != l.MTime {
-			f.log.Debug("base set", "path", p, "e", descE(l))
-			f.base[p] = l
+		} else if !hasBase || !same(b, d.e) || b.MTime != d.e.MTime {
+			f.log.Debug("base set", "path", p, "e", descE(d.e))
+			f.base[p] = d.e
 			f.changed = true
 		}
 		delete(f.diff, p)
-		delete(f.failed, p)
+		f.healed(p)
 		return plan
 	}
 	f.diff[p] = struct{}{}
-	if fs, ok := f.failed[p]; ok {
-		if same(fs[0], l) && same(fs[1], r) {
-			return plan
-		}
-		delete(f.failed, p)
-	}
-	d := decide(p, b, l, r, func(local bool) bool { return c.changedBelow(f, p, local) })
 	switch d.v {
 	case vPush:
-		return append(plan, action{do: actPush, p: p, l: l, r: r})
+		f.planned(p, false)
+		return append(plan, action{do: actPush, p: p, l: l, r: r, e: d.e})
 	case vPull:
-		if l.Kind == KindNone && (f.t.caps.foldCase || f.t.caps.foldNorm) {
-			if other, ok := f.foldName(p); ok && other != p {
-				c.refuse(f, p, l, r, fmt.Sprintf("differs only in case or Unicode form from %s, which this folder's filesystem takes for the same name: not created here (rename one of them)", other))
-				return plan
-			}
-			f.folds[f.t.caps.nameKey(p)] = p
-		}
-		return append(plan, action{do: actPull, p: p, l: l, r: r})
+		f.planned(p, true)
+		return append(plan, action{do: actPull, p: p, l: l, r: r, e: d.e})
 	case vRemoteRm:
 		return append(plan, action{do: actRemoteRm, p: p, l: l, r: r, remove: true})
 	case vLocalRm:
@@ -134,14 +129,16 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 	case vLocalAside:
 		return append(plan, action{do: actLocalMove, p: p, to: c.conflictCopy(f, p, "local", now), l: l, r: r, remove: true})
 	case vRefuse:
-		c.refuse(f, p, l, r, d.why)
+		c.refuse(f, p, l, r, d.why, false)
+	case vClash:
+		c.refuse(f, p, l, r, d.why, true)
 	}
 	return plan
 }
 
 // refuse leaves p as it is on both sides until either changes, and reports
-// why once.
-func (c *Client) refuse(f *cfolder, p string, l, r Entry, why string) {
+// why once (a name clash as a conflict, anything else as an error).
+func (c *Client) refuse(f *cfolder, p string, l, r Entry, why string, clash bool) {
 	f.failed[p] = [2]Entry{l, r}
 	if f.refused[p] == why {
 		return // reported already
@@ -150,23 +147,81 @@ func (c *Client) refuse(f *cfolder, p string, l, r Entry, why string) {
 		f.refused = map[string]string{}
 	}
 	f.refused[p] = why
+	if clash {
+		if f.clash == nil {
+			f.clash = map[string]struct{}{}
+		}
+		f.clash[p] = struct{}{}
+		f.log.Warn("name clash: not synchronized", "path", p, "reason", why)
+		f.addConflict(Conflict{Path: p, Reason: why, Time: time.Now()})
+		return
+	}
 	f.log.Warn("path not synchronized", "path", p, "err", why)
 	f.addErr(p, why)
 }
 
-// foldName returns the local path equal to p but for case, if any (the
-// map is built once per round, on case-insensitive folders only).
-func (f *cfolder) foldName(p string) (string, bool) {
-	if f.folds == nil {
-		f.t.mu.Lock()
-		f.folds = make(map[string]string, len(f.t.idx))
-		for q := range f.t.idx {
-			f.folds[f.t.caps.nameKey(q)] = q
-		}
-		f.t.mu.Unlock()
+// twin returns the path other than p that the local (or remote) side holds
+// and that its filesystem takes for the same name as p ("" when none). The
+// name maps are built once per round, for a side that folds names only, and
+// take the creations planned in the round (planned).
+func (f *cfolder) twin(p string, local bool) string {
+	i, c := 1, f.rcaps
+	if local {
+		i, c = 0, f.lcaps
 	}
-	q, ok := f.folds[f.t.caps.nameKey(p)]
-	return q, ok
+	if f.folds[i] == nil {
+		if local {
+			f.t.mu.Lock()
+			f.folds[i] = foldMap(f.t.idx, c)
+			f.t.mu.Unlock()
+		} else {
+			f.folds[i] = foldMap(f.remote, c)
+		}
+	}
+	if q, ok := f.folds[i][c.nameKey(p)]; ok && q != p {
+		return q
+	}
+	return ""
+}
+
+// twinChanged decides again the clashes with p's name (p changed: the twin
+// may be gone or renamed).
+func (f *cfolder) twinChanged(p string) {
+	if len(f.clash) > 1000 {
+		return // decided again when they change themselves
+	}
+	for q := range f.clash {
+		if q == p {
+			continue
+		}
+		if (f.lcaps.folds() && f.lcaps.nameKey(q) == f.lcaps.nameKey(p)) || (f.rcaps.folds() && f.rcaps.nameKey(q) == f.rcaps.nameKey(p)) {
+			delete(f.failed, q)
+			f.dirty[q] = struct{}{}
+		}
+	}
+}
+
+func foldMap(m map[string]Entry, c caps) map[string]string {
+	out := make(map[string]string, len(m))
+	for q := range m {
+		out[c.nameKey(q)] = q
+	}
+	return out
+}
+
+// planned records that p is created on the local (or remote) side in this
+// round, so a twin of it decided later in the round is not created too.
+func (f *cfolder) planned(p string, local bool) {
+	i, c := 1, f.rcaps
+	if local {
+		i, c = 0, f.lcaps
+	}
+	if f.folds[i] != nil {
+		k := c.nameKey(p)
+		if _, ok := f.folds[i][k]; !ok {
+			f.folds[i][k] = p
+		}
+	}
 }
 
 // changedBelow reports whether the local (or remote) side holds a path below
@@ -177,14 +232,14 @@ func (c *Client) changedBelow(f *cfolder, p string, local bool) bool {
 		f.t.mu.Lock()
 		defer f.t.mu.Unlock()
 		for q, e := range f.t.idx {
-			if strings.HasPrefix(q, pre) && !same(f.base[q], e) {
+			if strings.HasPrefix(q, pre) && !eqOn(e, f.base[q], f.lcaps.noExec) {
 				return true
 			}
 		}
 		return false
 	}
 	for q, e := range f.remote {
-		if strings.HasPrefix(q, pre) && !same(f.base[q], e) {
+		if strings.HasPrefix(q, pre) && !eqOn(e, f.base[q], f.rcaps.noExec) {
 			return true
 		}
 	}
@@ -200,7 +255,7 @@ func (c *Client) conflictCopy(f *cfolder, p, side string, now time.Time) string 
 func (c *Client) newOp(f *cfolder, a action, pull bool) uint64 {
 	c.nextID++
 	id := c.nextID
-	op := &pendingOp{folder: f.i, path: a.p, to: a.to, pull: pull, rename: a.do == actRemoteRename, local: a.l, remote: a.r}
+	op := &pendingOp{folder: f.i, path: a.p, to: a.to, pull: pull, rename: a.do == actRemoteRename, local: a.l, remote: a.r, exec: a.e.Exec}
 	c.ops[id] = op
 	f.inflight[a.p] = id
 	if a.to != "" {
@@ -231,7 +286,7 @@ func (c *Client) execute(f *cfolder, plan []action) {
 		f.log.Debug("sync action", "do", a.do, "path", a.p, "to", a.to, "local", descE(a.l), "remote", descE(a.r), "base", descE(f.base[a.p]))
 		switch a.do {
 		case actPush:
-			c.push(f, c.newOp(f, a, false), a.p, a.l, a.r)
+			c.push(f, c.newOp(f, a, false), a.p, a.l, a.r, a.e.Exec)
 		case actPull:
 			c.pull(f, c.newOp(f, a, true), a.p, a.l, a.r)
 		case actRemoteRm:
@@ -279,10 +334,7 @@ func (c *Client) localStep(f *cfolder, a action, err error) {
 
 func (c *Client) conflict(f *cfolder, p, to, side string) {
 	f.log.Warn("conflict: both sides changed; the other version is kept beside", "path", p, "copy", to, "side", side)
-	f.conflicts = append(f.conflicts, Conflict{Path: p, Copy: to, Time: time.Now()})
-	if len(f.conflicts) > maxListed {
-		f.conflicts = f.conflicts[len(f.conflicts)-maxListed:]
-	}
+	f.addConflict(Conflict{Path: p, Copy: to, Time: time.Now()})
 }
 
 // setBase records that both sides agreed on e at p.
@@ -310,7 +362,9 @@ func pairRenames(f *cfolder, plan []action) []action {
 		size int64
 		exec bool
 	}
-	key := func(e Entry) content { return content{e.Hash, e.Size, e.Exec} }
+	// Exec bits count where both sides keep them (a move keeps the file's own).
+	withExec := !f.lcaps.noExec && !f.rcaps.noExec
+	key := func(e Entry) content { return content{e.Hash, e.Size, e.Exec && withExec} }
 	renamable := func(e Entry, p string) bool {
 		_, no := f.noRename[p]
 		return e.Kind == KindFile && e.Size > 0 && !no

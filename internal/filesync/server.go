@@ -74,6 +74,11 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 			break
 		}
 		t.neverSync(opts.StateDir)
+		// Exec bits received are kept in the index where the filesystem cannot keep
+		// them: a CLI that does not take the caps sent below into its decisions
+		// (protocol 2, and protocol 3 before decide took them) sees a side that keeps
+		// them; one that does ignores them there.
+		t.evenExec = true
 		s.trees = append(s.trees, t)
 		s.folders = append(s.folders, &sfolder{})
 	}

@@ -18,6 +18,9 @@ type sendJob struct {
 	// Sig, when set, is the receiver's signature of its copy (Peer): the
 	// file goes as a delta against it (protocol 3, rsync.go).
 	Sig *signature
+	// SetExec: a file is sent with exec bit Exec (decided by the client
+	// for the receiving side) instead of the one read here.
+	SetExec, Exec bool
 }
 
 // sender owns the writing half of the stream; one goroutine runs it.
@@ -140,6 +143,9 @@ func (s *sender) sendPath(ctx context.Context, j *sendJob) error {
 		return nil
 	}
 	op := &opMsg{ID: j.ID, Folder: j.Folder, Path: j.Path, E: cur, Expect: j.Peer}
+	if j.SetExec && cur.Kind == KindFile {
+		op.E.Exec = j.Exec
+	}
 	switch cur.Kind {
 	case KindDir:
 		op.Code = opMkdir

@@ -44,11 +44,15 @@ type FolderStatus struct {
 	Errors []PathError `json:"errors,omitempty"`
 }
 
-// Conflict is a path both sides changed: the other version was kept as Copy.
+// Conflict is a path both sides changed: the other version was kept as
+// Copy. A conflict without a copy is a name the receiving side cannot hold
+// beside another (they differ only in case or Unicode form): Reason says
+// which; neither is touched until one is renamed.
 type Conflict struct {
-	Path string    `json:"path"`
-	Copy string    `json:"copy"`
-	Time time.Time `json:"time"`
+	Path   string    `json:"path"`
+	Copy   string    `json:"copy,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	Time   time.Time `json:"time"`
 }
 
 // PathError is a path that could not be synchronized.
@@ -56,6 +60,12 @@ type PathError struct {
 	Path string    `json:"path"`
 	Err  string    `json:"error"`
 	Time time.Time `json:"time"`
+	// Failures counts the failures of the path in a row, and NextTry is
+	// when it is tried again (retries back off from 0.5 s to a minute);
+	// both are absent for what is not retried on its own (a refused path
+	// waits for a change).
+	Failures int        `json:"failures,omitempty"`
+	NextTry  *time.Time `json:"next_try,omitempty"`
 }
 
 // Percent is the completion over every folder, weighted by their number of
@@ -177,7 +187,7 @@ func (c *Client) computeStatus() Status {
 			}
 		}
 		fs.Files = len(f.base) + extra
-		fs.Pending = len(f.diff)
+		fs.Pending = len(f.diff) + f.settling()
 		if !f.remoteReady {
 			fs.Pending = fs.Files // nothing is known to be in sync before the agent's index
 		}
@@ -189,6 +199,15 @@ func (c *Client) computeStatus() Status {
 		fs.Halted = f.halt
 		fs.Conflicts = append([]Conflict(nil), f.conflicts...)
 		fs.Errors = append([]PathError(nil), f.errs...)
+		for i, e := range fs.Errors {
+			if rs := f.retry[e.Path]; rs != nil && e.Path != "" {
+				fs.Errors[i].Failures = rs.n
+				if !rs.next.IsZero() {
+					next := rs.next
+					fs.Errors[i].NextTry = &next
+				}
+			}
+		}
 		st.Folders = append(st.Folders, fs)
 	}
 	return st

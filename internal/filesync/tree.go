@@ -54,6 +54,11 @@ type tree struct {
 	// caps is what the filesystem under root keeps (probed once per
 	// session, see probeCaps).
 	caps caps
+	// evenExec: where caps.noExec, a scanned file's exec bit is the one
+	// the index held (what was received) instead of the disk's. The
+	// agent's trees do this for a client that does not take the agent's
+	// caps into its decisions (see Serve).
+	evenExec bool
 	// now is the clock that dates received files (tests inject one).
 	now func() time.Time
 }
@@ -122,8 +127,9 @@ func openTree(root string, create bool, log *slog.Logger) (*tree, error) {
 	}
 	t := &tree{root: root, r: r, log: log, idx: map[string]Entry{}, ign: ignore.New(nil), buf: make([]byte, 64<<10), rootfd: openRootFD(root), now: time.Now}
 	t.caps = probeCaps(r)
-	if !t.caps.exec || t.caps.foldCase || t.caps.foldNorm {
-		log.Info("sync folder capabilities", "exec_bits", t.caps.exec, "case_insensitive", t.caps.foldCase, "normalization_insensitive", t.caps.foldNorm)
+	if t.caps != (caps{}) {
+		log.Info("sync folder capabilities", "exec_bits", !t.caps.noExec, "case_insensitive", t.caps.foldCase,
+			"normalization_insensitive", t.caps.foldNorm, "symlinks", !t.caps.noLinks)
 	}
 	return t, nil
 }

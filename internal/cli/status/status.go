@@ -162,10 +162,22 @@ func details(st dev.SyncStatus) []string {
 	var out []string
 	for _, f := range st.Folders {
 		for _, c := range f.Conflicts {
+			if c.Copy == "" {
+				out = append(out, fmt.Sprintf("  conflict  %s: %s", filepath.Join(f.Local, c.Path), c.Reason))
+				continue
+			}
 			out = append(out, fmt.Sprintf("  conflict  %s: both changed; the other version is kept as %s", filepath.Join(f.Local, c.Path), c.Copy))
 		}
 		for _, e := range f.Errors {
-			out = append(out, fmt.Sprintf("  failing   %s: %s", filepath.Join(f.Local, e.Path), e.Err))
+			line := fmt.Sprintf("  failing   %s: %s", filepath.Join(f.Local, e.Path), e.Err)
+			if e.Failures > 0 {
+				line += fmt.Sprintf(" (failed %d times", e.Failures)
+				if e.NextTry != nil {
+					line += ", next try " + e.NextTry.Local().Format("15:04:05")
+				}
+				line += ")"
+			}
+			out = append(out, line)
 		}
 	}
 	return out
