@@ -2,6 +2,7 @@ package filesync
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -335,6 +336,36 @@ func TestExFATFirstSyncOfTheSameFilesSendsNothing(t *testing.T) {
 		must(t, err)
 		if got := fi.Mode()&0o100 != 0; got != want {
 			t.Errorf("remote %s exec bit %v, want %v", rel, got, want)
+		}
+	}
+}
+
+// Through the engine, both ways: files whose mtimes come from a skewed clock
+// (far past, far future) arrive dated by the receiver's clock, so build
+// tools there see them as new.
+func TestSkewedSenderClockNotCopied(t *testing.T) {
+	p := newPair(t, ClientOptions{})
+	past, future := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC), time.Now().Add(100*24*time.Hour)
+	for i, root := range []string{p.local, p.remote} {
+		for j, mt := range []time.Time{past, future} {
+			rel := fmt.Sprintf("side%d-%d", i, j)
+			write(t, root, rel, rel)
+			must(t, os.Chtimes(filepath.Join(root, rel), mt, mt))
+		}
+	}
+	start := time.Now().Add(-time.Second) // coarse filesystem clocks
+	p.start(ClientOptions{})
+	defer p.stop()
+	p.waitEqual(10 * time.Second)
+	end := time.Now().Add(time.Second)
+	for i, root := range []string{p.remote, p.local} { // each file's receiving side
+		for j := range 2 {
+			rel := fmt.Sprintf("side%d-%d", i, j)
+			fi, err := os.Stat(filepath.Join(root, rel))
+			must(t, err)
+			if mt := fi.ModTime(); mt.Before(start) || mt.After(end) {
+				t.Errorf("%s received with mtime %v, not the receiver's time (%v..%v)", rel, mt, start, end)
+			}
 		}
 	}
 }

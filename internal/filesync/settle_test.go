@@ -1,0 +1,115 @@
+package filesync
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestSettler(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	var s settler
+	if due := s.hold("a", ms(0)); !due.IsZero() {
+		t.Fatal("a first change waits")
+	}
+	s.seen("a", ms(0))
+	// changed again 100 ms later: waits 300 ms from then
+	if due := s.hold("a", ms(100)); !due.Equal(ms(400)) {
+		t.Fatalf("second change: due %v", due)
+	}
+	// each change restarts the quiet time
+	if due := s.hold("a", ms(350)); !due.Equal(ms(650)) {
+		t.Fatalf("change while waiting: due %v", due)
+	}
+	if p, next := s.due(ms(600)); len(p) != 0 || !next.Equal(ms(650)) {
+		t.Fatalf("due early: %v %v", p, next)
+	}
+	if p, _ := s.due(ms(650)); len(p) != 1 || p[0] != "a" {
+		t.Fatalf("not due: %v", p)
+	}
+	s.seen("a", ms(650))
+	// changing again right after its wait: twice the quiet time
+	if due := s.hold("a", ms(700)); !due.Equal(ms(1300)) {
+		t.Fatalf("after a wait: due %v", due)
+	}
+	// a wait never lasts more than settleMax
+	for i := 1300; i < 20000; i += 100 {
+		if due := s.hold("a", ms(i)); due.After(ms(700).Add(settleMax)) {
+			t.Fatalf("wait beyond settleMax: %v", due)
+		}
+	}
+	if p, _ := s.due(ms(700).Add(settleMax)); len(p) != 1 {
+		t.Fatalf("not taken at settleMax: %v", p)
+	}
+	// an unrelated path, changed once, goes at once
+	if due := s.hold("b", ms(20000)); !due.IsZero() {
+		t.Fatal("b waits")
+	}
+	// everything is forgotten after a quiet while
+	if _, next := s.due(ms(60000)); !next.IsZero() || s.wait != nil || s.gen[0] != nil || s.gen[1] != nil {
+		t.Fatalf("kept: next %v wait %v gen %v", next, s.wait, s.gen)
+	}
+}
+
+// growFile writes size random bytes to p over about d, in chunks.
+func growFile(t *testing.T, p string, size int, d time.Duration) []byte {
+	t.Helper()
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	f, err := os.Create(p)
+	must(t, err)
+	defer f.Close()
+	const chunk = 512 << 10
+	n := size / chunk
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		_, err := f.Write(data[i*chunk : (i+1)*chunk])
+		must(t, err)
+		if wait := time.Until(start.Add(d * time.Duration(i+1) / time.Duration(n))); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	return data
+}
+
+// A 64 MiB file written over about 2 s is sent about once (bytes counted
+// on the stream), up and down, and arrives whole.
+func TestGrowingFileSentOnceSettled(t *testing.T) {
+	const size = 64 << 20
+	p := newPair(t, ClientOptions{})
+	write(t, p.local, "keep", "x")
+	p.start(ClientOptions{})
+	defer p.stop()
+	p.waitEqual(10 * time.Second)
+	for _, dir := range []struct {
+		name     string
+		from, to string
+		counter  func() int64
+	}{
+		{"up", p.local, p.remote, p.sent.Load},
+		{"down", p.remote, p.local, p.received.Load},
+	} {
+		before := dir.counter()
+		data := growFile(t, filepath.Join(dir.from, "big-"+dir.name), size, 2*time.Second)
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if b, err := os.ReadFile(filepath.Join(dir.to, "big-"+dir.name)); err == nil && bytes.Equal(b, data) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the file never arrived whole: %+v", dir.name, p.c.Status())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		p.waitEqual(20 * time.Second)
+		moved := dir.counter() - before
+		t.Logf("%s: %.1f MiB on the stream for a %d MiB file", dir.name, float64(moved)/(1<<20), size>>20)
+		if moved > size*3/2 {
+			t.Errorf("%s: %d bytes on the stream for a %d-byte file written over 2 s (sent again while written)", dir.name, moved, size)
+		}
+	}
+}
