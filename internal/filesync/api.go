@@ -66,9 +66,13 @@
 // emptied, replaced or gone, or whose removals would take most of a side's
 // files, halts (halt.go) before anything is deleted, and Status says why;
 // a symlink leaving the folder is never created on the other side; each
-// root's capabilities (exec bits, case) are probed once per session
-// (caps.go); received files get the receiver's clock. The decision for one
-// path is the pure function decide (decide.go).
+// root's capabilities (exec bits, case, Unicode form, symlinks) are probed
+// once per session (caps.go) and the decision takes both sides' into
+// account; received files get the receiver's clock. The decision for one
+// path is the pure function decide (decide.go). A path that failed is
+// retried with backoff (retry.go); a file still being written is sent once
+// it settles (settle.go); after a burst the engine gives its memory back
+// (compact.go).
 //
 // Ignore rules: .gitignore and .devtoolignore at every level (see package
 // ignore) and ClientOptions.Excludes; .git, temporary files and a state folder

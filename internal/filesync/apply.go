@@ -17,11 +17,12 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/fsnotify/fsnotify"
 )
 
 // current is the state of p on disk now. Callers hold mu.
 func (t *tree) current(p string) (Entry, error) {
-	fi, err := t.r.Lstat(p)
+	fi, err := t.lstat(p)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return Entry{}, nil
 	}
@@ -254,12 +255,13 @@ func (pf *putFile) commit() (Entry, error) {
 	e := Entry{Kind: KindFile, Exec: t.receivedExec(fi.Mode(), pf.e.Exec), Size: fi.Size(), MTime: mt, Hash: pf.e.Hash,
 		racy: time.Now().UnixNano()-mt < racyWindow}
 	t.idx[pf.p] = e
+	t.ownEvent(pf.p, fsnotify.Create)
 	return e, nil
 }
 
 // record puts p's state after a write into the index. Callers hold mu.
 func (t *tree) record(p string, hash uint64) (Entry, error) {
-	fi, err := t.r.Lstat(p)
+	fi, err := t.lstat(p)
 	if err != nil {
 		delete(t.idx, p)
 		return Entry{}, err
@@ -381,6 +383,9 @@ func (t *tree) remove(p string, expect Entry) (Entry, error) {
 		return cur, err
 	}
 	delete(t.idx, p)
+	if cur.Kind != KindDir {
+		t.ownEvent(p, fsnotify.Remove)
+	}
 	return Entry{}, nil
 }
 

@@ -2,21 +2,26 @@ package filesync
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -395,65 +400,211 @@ func BenchmarkIdle100k(b *testing.B) {
 	b.ReportMetric(initial.Seconds(), "initial-s")
 }
 
+// children is a local end and an agent's end, each in its own process (this
+// test binary in TestMain's child modes), connected by pipes.
+type children struct {
+	client, agent *exec.Cmd
+	status        string // the client's status service address
+	synced        chan struct{}
+	done          chan struct{} // closed when the client's stderr ends
+}
+
+// startChildren starts both ends on local and remote (state under dir);
+// profiles go to FILESYNC_PROFILE_DIR when set. Stopped in cleanup: the
+// client gets SIGTERM (its stream ends, so does the agent's).
+func startChildren(b *testing.B, dir, local, remote string) *children {
+	b.Helper()
+	c2sR, c2sW, err := os.Pipe() // client stdout -> agent stdin
+	must(b, err)
+	s2cR, s2cW, err := os.Pipe() // agent stdout -> client stdin
+	must(b, err)
+	profiles := func(side string) []string {
+		pd := os.Getenv("FILESYNC_PROFILE_DIR")
+		if pd == "" {
+			return nil
+		}
+		return []string{"FILESYNC_CPUPROFILE=" + filepath.Join(pd, side+".cpu"), "FILESYNC_MEMPROFILE=" + filepath.Join(pd, side+".heap")}
+	}
+	ch := &children{synced: make(chan struct{}), done: make(chan struct{})}
+	ch.agent = exec.Command(os.Args[0])
+	ch.agent.Env = append(append(os.Environ(), "FILESYNC_SERVE_STATE="+filepath.Join(dir, "sstate")), profiles("agent")...)
+	ch.agent.Stdin, ch.agent.Stdout, ch.agent.Stderr = c2sR, s2cW, os.Stderr
+	ch.client = exec.Command(os.Args[0])
+	ch.client.Env = append(append(os.Environ(), "FILESYNC_CLIENT_STATE="+filepath.Join(dir, "cstate"),
+		"FILESYNC_CLIENT_LOCAL="+local, "FILESYNC_CLIENT_REMOTE="+remote, "FILESYNC_CLIENT_STATUS=1"), profiles("client")...)
+	ch.client.Stdin, ch.client.Stdout = s2cR, c2sW
+	stderr, err := ch.client.StderrPipe()
+	must(b, err)
+	must(b, ch.agent.Start())
+	must(b, ch.client.Start())
+	for _, f := range []*os.File{c2sR, c2sW, s2cR, s2cW} {
+		f.Close() // the children hold them
+	}
+	b.Cleanup(func() {
+		_ = ch.client.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-ch.done:
+		case <-time.After(30 * time.Second):
+			_ = ch.client.Process.Kill()
+		}
+		_ = ch.client.Wait()
+		_ = ch.agent.Wait() // its stdin closes with the client
+	})
+	addr := make(chan string, 1)
+	go func() {
+		defer close(ch.done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			switch l := sc.Text(); {
+			case strings.HasPrefix(l, "status "):
+				addr <- strings.TrimPrefix(l, "status ")
+			case l == "synced":
+				close(ch.synced)
+			default:
+				fmt.Fprintln(os.Stderr, "client:", l)
+			}
+		}
+	}()
+	select {
+	case ch.status = <-addr:
+	case <-time.After(time.Minute):
+		b.Fatal("the client's status service did not start")
+	}
+	return ch
+}
+
+func (ch *children) waitSynced(b *testing.B) {
+	select {
+	case <-ch.synced:
+	case <-time.After(10 * time.Minute):
+		b.Fatal("not synced")
+	}
+}
+
+// statusOf asks the client process for its status.
+func (ch *children) statusOf(b *testing.B) Status {
+	req, _ := http.NewRequest("GET", "http://"+ch.status+"/", nil)
+	req.SetBasicAuth("u", "p")
+	resp, err := http.DefaultClient.Do(req)
+	must(b, err)
+	defer resp.Body.Close()
+	var st Status
+	must(b, json.NewDecoder(resp.Body).Decode(&st))
+	return st
+}
+
+// idle measures each process over 10 s of idleness: CPU % and RSS.
+func (ch *children) idle(b *testing.B) {
+	ccpu0, scpu0 := procCPU(ch.client.Process.Pid), procCPU(ch.agent.Process.Pid)
+	t0 := time.Now()
+	time.Sleep(10 * time.Second)
+	wall := float64(time.Since(t0))
+	b.ReportMetric(100*float64(procCPU(ch.client.Process.Pid)-ccpu0)/wall, "client-cpu-%")
+	b.ReportMetric(100*float64(procCPU(ch.agent.Process.Pid)-scpu0)/wall, "agent-cpu-%")
+	b.ReportMetric(float64(procRSS(ch.client.Process.Pid))/(1<<20), "client-rss-MiB")
+	b.ReportMetric(float64(procRSS(ch.agent.Process.Pid))/(1<<20), "agent-rss-MiB")
+}
+
 // BenchmarkIdle100kSeparate: a synchronized 100,000-file tree with each end
-// in its own process (this test binary run as the agent's end and as the
-// local end, connected by pipes), idle for 10 s: each side's CPU and RSS
-// measured apart (/proc), nothing of the benchmark's own process counted.
+// in its own process, idle for 10 s: each side's CPU and RSS measured apart
+// (/proc), nothing of the benchmark's own process counted.
 func BenchmarkIdle100kSeparate(b *testing.B) {
 	dir := b.TempDir()
 	local, remote := filepath.Join(dir, "local"), filepath.Join(dir, "remote")
 	makeTree(b, local, 100000, 100)
-	// client stdout -> agent stdin, agent stdout -> client stdin
-	c2sR, c2sW, err := os.Pipe()
-	must(b, err)
-	s2cR, s2cW, err := os.Pipe()
-	must(b, err)
-	agent := exec.Command(os.Args[0])
-	agent.Env = append(os.Environ(), "FILESYNC_SERVE_STATE="+filepath.Join(dir, "sstate"))
-	agent.Stdin, agent.Stdout = c2sR, s2cW
-	client := exec.Command(os.Args[0])
-	client.Env = append(os.Environ(), "FILESYNC_CLIENT_STATE="+filepath.Join(dir, "cstate"),
-		"FILESYNC_CLIENT_LOCAL="+local, "FILESYNC_CLIENT_REMOTE="+remote)
-	client.Stdin, client.Stdout = s2cR, c2sW
-	stderr, err := client.StderrPipe()
-	must(b, err)
 	start := time.Now()
-	must(b, agent.Start())
-	must(b, client.Start())
-	for _, f := range []*os.File{c2sR, c2sW, s2cR, s2cW} {
-		f.Close() // the children hold them
-	}
-	defer func() {
-		client.Process.Kill()
-		client.Wait()
-		agent.Wait() // its stdin closes with the client
-	}()
-	synced := make(chan struct{})
-	go func() {
-		buf := make([]byte, 64)
-		n, _ := io.ReadAtLeast(stderr, buf, len("synced"))
-		if bytes.Contains(buf[:n], []byte("synced")) {
-			close(synced)
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case <-synced:
-	case <-time.After(10 * time.Minute):
-		b.Fatal("not synced")
-	}
+	ch := startChildren(b, dir, local, remote)
+	ch.waitSynced(b)
 	initial := time.Since(start)
 	time.Sleep(2 * time.Second)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ccpu0, scpu0 := procCPU(client.Process.Pid), procCPU(agent.Process.Pid)
-		t0 := time.Now()
-		time.Sleep(10 * time.Second)
-		wall := float64(time.Since(t0))
-		b.ReportMetric(100*float64(procCPU(client.Process.Pid)-ccpu0)/wall, "client-cpu-%")
-		b.ReportMetric(100*float64(procCPU(agent.Process.Pid)-scpu0)/wall, "agent-cpu-%")
-		b.ReportMetric(float64(procRSS(client.Process.Pid))/(1<<20), "client-rss-MiB")
-		b.ReportMetric(float64(procRSS(agent.Process.Pid))/(1<<20), "agent-rss-MiB")
+		ch.idle(b)
 	}
 	b.ReportMetric(initial.Seconds(), "initial-s")
+}
+
+// BenchmarkAppear100k: 100,000 files of 1 KiB appear at once (a folder moved
+// in) in the local folder of a running, synchronized sync, each end in its
+// own process connected by pipes; the time until the client reports them
+// all in sync, against tar c | pipe | tar x of the same tree in the same
+// run (ratio sync/tar; target <= 1.5). Then the client's and the agent's
+// CPU and RSS over 10 s of idleness (target: client < 100 MB, < 1 % CPU).
+// FILESYNC_PROFILE_DIR=<dir> writes each process's CPU and heap profile.
+func BenchmarkAppear100k(b *testing.B) {
+	const n = 100000
+	dir := b.TempDir()
+	local, remote := filepath.Join(dir, "local"), filepath.Join(dir, "remote")
+	write(b, local, "README", "hello")
+	stage := filepath.Join(dir, "stage")
+	makeTree(b, stage, n, 1024)
+	ch := startChildren(b, dir, local, remote)
+	ch.waitSynced(b)
+	if b.N != 1 {
+		b.Fatal("run with -benchtime=1x: the tree appears once")
+	}
+	b.ResetTimer()
+	// The baseline: the same tree through tar and a pipe, before and after
+	// the sync (the mean of both: the machine's load drifts).
+	tarRun := func(src, name string) (time.Duration, time.Duration) {
+		dest := filepath.Join(dir, name)
+		must(b, os.MkdirAll(dest, 0o755))
+		t0 := time.Now()
+		tar := exec.Command("sh", "-c", "tar -C \""+src+"\" -cf - . | tar -C \""+dest+"\" -xf -")
+		if out, err := tar.CombinedOutput(); err != nil {
+			b.Fatalf("tar: %v %s", err, out)
+		}
+		// the CPU time of both tars (waited for by sh)
+		return time.Since(t0), tar.ProcessState.UserTime() + tar.ProcessState.SystemTime()
+	}
+	tarT, tarCPU := tarRun(stage, "tar1")
+	ccpu0, scpu0 := procCPU(ch.client.Process.Pid), procCPU(ch.agent.Process.Pid)
+	t0 := time.Now()
+	must(b, os.Rename(stage, filepath.Join(local, "new")))
+	for {
+		st := ch.statusOf(b).Folders[0]
+		if st.Files >= n+1 && st.Pending == 0 {
+			break
+		}
+		if time.Since(t0) > 10*time.Minute {
+			b.Fatalf("not synced: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	syncT := time.Since(t0)
+	ccpu, scpu := procCPU(ch.client.Process.Pid)-ccpu0, procCPU(ch.agent.Process.Pid)-scpu0
+	tarT2, tarCPU2 := tarRun(filepath.Join(local, "new"), "tar2")
+	tarT, tarCPU = (tarT+tarT2)/2, (tarCPU+tarCPU2)/2
+	b.StopTimer()
+	if got := countFiles(snapshotEntries(b, filepath.Join(remote, "new"))); got != n {
+		b.Fatalf("%d files arrived, want %d", got, n)
+	}
+	b.ReportMetric(syncT.Seconds(), "sync-s")
+	b.ReportMetric(tarT.Seconds(), "tar-s")
+	b.ReportMetric(float64(syncT)/float64(tarT), "sync/tar")
+	// CPU time is steadier than wall time on a loaded machine
+	b.ReportMetric(ccpu.Seconds(), "client-cpu-s")
+	b.ReportMetric(scpu.Seconds(), "agent-cpu-s")
+	b.ReportMetric(tarCPU.Seconds(), "tar-cpu-s")
+	b.ReportMetric(float64(ccpu+scpu)/float64(tarCPU), "sync/tar-cpu")
+	time.Sleep(2 * time.Second)
+	ch.idle(b)
+}
+
+// snapshotEntries lists the files and folders under root as entries (kind
+// only), for counting.
+func snapshotEntries(b *testing.B, root string) map[string]Entry {
+	m := map[string]Entry{}
+	must(b, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		if d.IsDir() {
+			m[p] = Entry{Kind: KindDir}
+		} else {
+			m[p] = Entry{Kind: KindFile}
+		}
+		return nil
+	}))
+	return m
 }

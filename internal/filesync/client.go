@@ -25,13 +25,17 @@ type Client struct {
 	resetCh    chan struct{}
 
 	// engine state, owned by the goroutine in Run
-	nextID   uint64
-	ops      map[uint64]*pendingOp
-	inbox    *queue[any]
-	out      *queue[any]
-	start    time.Time
-	statusAt time.Time
-	freed    bool // memory given back after the first synchronization
+	nextID uint64
+	ops    map[uint64]*pendingOp
+	inbox  *queue[any]
+	out    *queue[any]
+	start  time.Time
+	// statusNext: a busy engine computes its status no sooner (nextRun).
+	statusNext time.Time
+	freed      bool // memory given back after the first synchronization
+	// opsSinceCompact counts the operations since memory was last given
+	// back (compact.go).
+	opsSinceCompact int
 	// timer wakes the engine at wakeNext: held removals released
 	// (halt.go), failed paths retried (retry.go), paths settled
 	// (settle.go).
@@ -140,8 +144,11 @@ type cfolder struct {
 	// rootID is the local root's identity this session (see rootIdentity).
 	rootID  string
 	changed bool
-	done    bool
-	w       *watcher
+	// saveNext: the periodic save of a changing index waits until then
+	// (nextRun), so a large index being filled is not written every tick.
+	saveNext time.Time
+	done     bool
+	w        *watcher
 	// rules are the rules files of the last local scan (persisted beside the
 	// index), sent before this session's scan so the agent scans while this
 	// side does; rulesKnown when they were loaded or scanned.
@@ -441,7 +448,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 
 	for i, f := range c.folders {
 		// The watcher watches each folder before the scan reads it.
-		w, err := newWatcher(f.t.root, f.t.ignoredDir)
+		w, err := f.t.newWatcher()
 		if err != nil {
 			f.log.Warn("no file watcher, periodic rescans only", "err", err)
 			w = nil
@@ -508,10 +515,15 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 			}
 		case <-tick.C:
 			c.updateStatus(true)
+			// A burst that is over is saved at once, then its memory given back.
+			settled := c.opsSinceCompact >= compactAfter && c.idle()
 			for _, f := range c.folders {
-				if f.changed {
+				if f.changed && (settled || !time.Now().Before(f.saveNext)) {
 					c.save(f)
 				}
+			}
+			if settled {
+				c.compact()
 			}
 			if time.Since(lastRescan) >= c.rescanPeriod() {
 				lastRescan = time.Now()
@@ -585,6 +597,8 @@ func (c *Client) checkRemoteID(f *cfolder, id string, reset bool) {
 }
 
 func (c *Client) save(f *cfolder) {
+	start := time.Now()
+	defer func() { f.saveNext = nextRun(start, 0) }()
 	f.changed = false
 	if f.file == "" {
 		return
@@ -982,6 +996,9 @@ func (c *Client) rescanLocal(f *cfolder, paths []string) int {
 // folders); it returns how many paths changed.
 func (c *Client) localChanged(f *cfolder, changed []item) int {
 	now := time.Now()
+	if len(changed) > 0 {
+		c.wakeAt(now.Add(settleForget)) // the settler forgets them by then
+	}
 	for _, it := range changed {
 		if it.E.Kind == KindFile {
 			f.settle[0].seen(it.Path, now)

@@ -32,16 +32,16 @@ func (k Kind) String() string {
 
 // Entry is what one side knows about a path. The zero Entry means absent.
 type Entry struct {
-	Kind   Kind
-	Exec   bool   // any executable bit (files)
+	Kind Kind
+	Exec bool // any executable bit (files)
+	// racy: the mtime was within racyWindow of the moment the hash was
+	// taken, so a later write in the same timestamp tick could leave size and
+	// mtime unchanged; the hash is recomputed rather than trusted.
+	racy   bool
 	Size   int64  // files
 	MTime  int64  // unix nanoseconds, as last seen on this side
 	Hash   uint64 // xxhash64 of the content (files)
 	Target string // symlinks
-	// racy: the mtime was within racyWindow of the moment the hash was
-	// taken, so a later write in the same timestamp tick could leave size and
-	// mtime unchanged; the hash is recomputed rather than trusted.
-	racy bool
 }
 
 // racyWindow covers the coarse clock file timestamps come from.

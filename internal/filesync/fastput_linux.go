@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
 )
 
@@ -216,6 +217,7 @@ func (pf *putFile) commitFast() (Entry, error) {
 	e := Entry{Kind: KindFile, Exec: t.receivedExec(os.FileMode(st.Mode&0o777), pf.e.Exec), Size: st.Size, MTime: mt, Hash: pf.e.Hash,
 		racy: time.Now().UnixNano()-mt < racyWindow}
 	t.idx[pf.p] = e
+	t.ownEvent(pf.p, fsnotify.Create)
 	return e, nil
 }
 

@@ -2,44 +2,87 @@ package filesync
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
 	"testing"
 )
 
 // TestMain lets the test binary act as the agent's end over stdin/stdout
 // (FILESYNC_SERVE_STATE=<state dir>) or as the local end
 // (FILESYNC_CLIENT_STATE, _LOCAL, _REMOTE), so a benchmark can measure each
-// side in its own process.
+// side in its own process. The local end prints "synced" on stderr once
+// synchronized and, with FILESYNC_CLIENT_STATUS=1, "status <addr>" for its
+// status service (user "u", password "p"). Either ends on SIGTERM or when
+// its stream ends; FILESYNC_CPUPROFILE / FILESYNC_MEMPROFILE name files for
+// a CPU profile of its whole run and a heap profile at its end.
 func TestMain(m *testing.M) {
-	if dir := os.Getenv("FILESYNC_CLIENT_STATE"); dir != "" {
-		// The local end over stdin/stdout: prints "synced" on stderr once
-		// synchronized, runs until stdin closes.
-		c, err := NewClient(ClientOptions{Folders: []Folder{{Local: os.Getenv("FILESYNC_CLIENT_LOCAL"), Remote: os.Getenv("FILESYNC_CLIENT_REMOTE")}}, StateDir: dir})
+	client, server := os.Getenv("FILESYNC_CLIENT_STATE"), os.Getenv("FILESYNC_SERVE_STATE")
+	if client == "" && server == "" {
+		os.Exit(m.Run())
+	}
+	stdin, stdout = pollable(0, "stdin"), pollable(1, "stdout")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if p := os.Getenv("FILESYNC_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
+	defer func() {
+		if p := os.Getenv("FILESYNC_MEMPROFILE"); p != "" {
+			if f, err := os.Create(p); err == nil {
+				runtime.GC()
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
+	}()
+	if server != "" {
+		_ = Serve(ctx, stdio{}, ServerOptions{StateDir: server})
+		return
+	}
+	c, err := NewClient(ClientOptions{Folders: []Folder{{Local: os.Getenv("FILESYNC_CLIENT_LOCAL"), Remote: os.Getenv("FILESYNC_CLIENT_REMOTE")}}, StateDir: client})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if os.Getenv("FILESYNC_CLIENT_STATUS") != "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		go func() {
-			<-c.Synced()
-			os.Stderr.WriteString("synced\n")
-		}()
-		_ = c.Run(context.Background(), func() (io.ReadWriteCloser, error) { return stdio{}, nil })
-		os.Exit(0)
+		defer ln.Close()
+		go func() { _ = ServeStatus(ln, "u", "p", c) }()
+		fmt.Fprintf(os.Stderr, "status %s\n", ln.Addr())
 	}
-	if dir := os.Getenv("FILESYNC_SERVE_STATE"); dir != "" {
-		err := Serve(context.Background(), stdio{}, ServerOptions{StateDir: dir})
-		if err != nil {
-			os.Exit(1)
+	go func() {
+		select {
+		case <-c.Synced():
+			fmt.Fprintln(os.Stderr, "synced")
+		case <-ctx.Done():
 		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	}()
+	_ = c.Run(ctx, func() (io.ReadWriteCloser, error) { return stdio{}, nil })
 }
 
+// stdio is the stream over stdin and stdout, both through the runtime's
+// poller (non-blocking), so closing them ends a read or write under way.
 type stdio struct{}
 
-func (stdio) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
-func (stdio) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
-func (stdio) Close() error                { os.Stdin.Close(); return os.Stdout.Close() }
+// stdin and stdout are set by TestMain in the child modes only (a
+// non-blocking stdout would break the test runner's own output).
+var stdin, stdout *os.File
+
+func (stdio) Read(p []byte) (int, error)  { return stdin.Read(p) }
+func (stdio) Write(p []byte) (int, error) { return stdout.Write(p) }
+func (stdio) Close() error                { stdin.Close(); return stdout.Close() }
 
 var _ io.ReadWriteCloser = stdio{}

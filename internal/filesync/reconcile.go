@@ -254,6 +254,7 @@ func (c *Client) conflictCopy(f *cfolder, p, side string, now time.Time) string 
 
 func (c *Client) newOp(f *cfolder, a action, pull bool) uint64 {
 	c.nextID++
+	c.opsSinceCompact++
 	id := c.nextID
 	op := &pendingOp{folder: f.i, path: a.p, to: a.to, pull: pull, rename: a.do == actRemoteRename, local: a.l, remote: a.r, exec: a.e.Exec}
 	c.ops[id] = op

@@ -53,3 +53,10 @@ func procRSS(pid int) int64 {
 	}
 	return 0
 }
+
+// pollable makes fd non-blocking and returns it as a file read and written
+// through the runtime's poller (closing it ends a read under way).
+func pollable(fd int, name string) *os.File {
+	_ = syscall.SetNonblock(fd, true)
+	return os.NewFile(uintptr(fd), name)
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -229,11 +230,22 @@ func join(dir, name string) string {
 
 // scanPaths rescans the given paths (a new folder with its content), and
 // returns what changed. A path whose rules file changed makes rules true.
+// The paths are sorted (paths is reordered): a new folder comes before what
+// it holds, and is walked whole, so the paths below it are not looked at
+// again (a folder moved in arrives as its every path).
 func (t *tree) scanPaths(paths []string) (changed []item, rules bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	slices.Sort(paths)
 	var gone []string
+	walked := "" // the last folder walked here
 	for _, p := range paths {
+		if walked != "" && isUnder(p, walked) {
+			continue
+		}
+		if _, known := t.idx[p]; !known && !t.parentsKnown(p) {
+			continue // below an unknown or ignored folder: found by its folder's scan
+		}
 		if t.ignored(p, false) && t.ignored(p, true) {
 			continue
 		}
@@ -243,7 +255,7 @@ func (t *tree) scanPaths(paths []string) (changed []item, rules bool) {
 				rules = true
 			}
 		}
-		fi, err := t.r.Lstat(p)
+		fi, err := t.lstat(p)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) && t.parentsReal(p) {
 				t.unknown(p, err, nil) // unknown, not gone
@@ -278,6 +290,7 @@ func (t *tree) scanPaths(paths []string) (changed []item, rules bool) {
 		if e.Kind == KindDir && old.Kind != KindDir {
 			seen := map[string]struct{}{}
 			_ = t.walk(p, false, seen, &changed)
+			walked = p
 		}
 		if old.Kind == KindDir && e.Kind != KindDir {
 			gone = append(gone, p+"/")

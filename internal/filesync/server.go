@@ -136,7 +136,11 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 			log.Warn("sync session failed", "err", err)
 			return err
 		case <-tick.C:
-			s.saveAll()
+			if !time.Now().Before(s.saveNext) {
+				start := time.Now()
+				s.saveAll()
+				s.saveNext = nextRun(start, 0)
+			}
 			if d := s.rescanPeriod(); time.Since(lastRescan) >= d {
 				lastRescan = time.Now()
 				for i := range s.trees {
@@ -182,6 +186,8 @@ type server struct {
 	// time the reader spent waiting for the client and applying what it
 	// sent (logged at the end of a session)
 	waitT, handleT atomic.Int64 // nanoseconds
+
+	saveNext time.Time // the periodic save waits until then (nextRun)
 
 	put   *putFile
 	putID uint64
@@ -613,7 +619,7 @@ func (s *server) startFolder(i int) {
 	var w, running *watcher
 	if first {
 		var err error
-		if w, err = newWatcher(t.root, t.ignoredDir); err != nil {
+		if w, err = t.newWatcher(); err != nil {
 			t.log.Warn("no file watcher, periodic rescans only", "err", err)
 			w = nil
 		}

@@ -132,9 +132,7 @@ func (s *sender) linger(ctx context.Context, timer *time.Timer) error {
 
 func (s *sender) sendPath(ctx context.Context, j *sendJob) error {
 	t := s.trees[j.Folder]
-	t.mu.Lock()
-	cur, err := t.expect(j.Path, j.Expect)
-	t.mu.Unlock()
+	cur, f, err := t.openExpected(j.Path, j.Expect)
 	if err == nil && cur.Kind == KindNone {
 		err = fmt.Errorf("%s: %w (gone)", j.Path, errChanged)
 	}
@@ -154,10 +152,11 @@ func (s *sender) sendPath(ctx context.Context, j *sendJob) error {
 		op.Code = opSymlink
 		return s.send(op)
 	}
-	f, err := t.open(j.Path)
-	if err != nil {
-		s.failed(j, Entry{}, err)
-		return nil
+	if f == nil {
+		if f, err = t.open(j.Path); err != nil {
+			s.failed(j, Entry{}, err)
+			return nil
+		}
 	}
 	defer f.Close()
 	if j.Sig != nil {

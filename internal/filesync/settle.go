@@ -22,6 +22,9 @@ import (
 const (
 	settleQuiet = 300 * time.Millisecond
 	settleMax   = 10 * time.Second
+	// settleForget: paths seen changing are forgotten after at most this
+	// (two periods of settleQuiet; the engine wakes then to drop them).
+	settleForget = 2*settleQuiet + 10*time.Millisecond
 )
 
 // settler tracks one side's recently changed paths and those waiting to
@@ -191,6 +194,7 @@ func (c *Client) remoteChanged(f *cfolder, p string, now time.Time) {
 	}
 	if f.remote[p].Kind == KindFile {
 		f.settle[1].seen(p, now)
+		c.wakeAt(now.Add(settleForget))
 	}
 	f.markDirty(p)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"time"
 )
 
@@ -155,17 +154,18 @@ func (c *Client) updateStatus(force bool) {
 	}
 	if all && !c.freed {
 		c.freed = true
-		// The initial transfer's buffers and queues are garbage now: give
-		// them back, so an idle `up` holds about its indexes.
-		debug.FreeOSMemory()
+		c.compact()
 	}
-	// Computing the status walks the differing paths: at most every 100 ms
-	// while busy (the save tick refreshes it when things are quiet).
-	if !all && !force && time.Since(c.statusAt) < 100*time.Millisecond {
+	// Computing the status walks the differing paths: at most every 100 ms,
+	// and at most 5 % of the engine's time (nextRun); a change meanwhile
+	// wakes the engine to publish it then.
+	if !force && len(save) == 0 && time.Now().Before(c.statusNext) {
+		c.wakeAt(c.statusNext)
 		return
 	}
-	c.statusAt = time.Now()
+	start := time.Now()
 	st := c.computeStatus()
+	c.statusNext = nextRun(start, 100*time.Millisecond)
 	c.mu.Lock()
 	c.status = st
 	c.mu.Unlock()

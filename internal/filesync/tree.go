@@ -61,6 +61,9 @@ type tree struct {
 	evenExec bool
 	// now is the clock that dates received files (tests inject one).
 	now func() time.Time
+	// w is the watcher of this tree (nil: none), told of the events this
+	// tree's own writes cause (see watcher.own).
+	w *watcher
 }
 
 var (
@@ -190,6 +193,32 @@ func (t *tree) open(p string) (io.ReadCloser, error) {
 		return f, err
 	}
 	return t.r.Open(p)
+}
+
+// openExpected checks that p still is want, as expect does, and opens it
+// when it is a file. A file is checked by what its open descriptor says
+// (size, mtime, exec bit) without hashing it again: the sender hashes what
+// it sends, and the receiver refuses content that differs from want.
+// Anything else, or a file that differs, takes expect's full check.
+func (t *tree) openExpected(p string, want Entry) (Entry, io.ReadCloser, error) {
+	if want.Kind == KindFile {
+		if f, err := t.open(p); err == nil {
+			fi, err := statOpen(f)
+			if err == nil && fi.Mode().IsRegular() && fi.Size() == want.Size && fi.ModTime().UnixNano() == want.MTime {
+				t.mu.Lock()
+				exec := t.execBit(fi.Mode(), t.idx[p])
+				t.mu.Unlock()
+				if exec == want.Exec {
+					return want, f, nil
+				}
+			}
+			f.Close()
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur, err := t.expect(p, want)
+	return cur, nil, err
 }
 
 // snapshot copies the index.

@@ -31,6 +31,86 @@ type watcher struct {
 
 	mu       sync.Mutex
 	degraded string // why watching is incomplete ("" when it is not)
+	// watched are the folders watched (relative; "" the root).
+	watched map[string]struct{}
+	// own are the events the tree's own writes cause (a received file put
+	// in place, a path removed), dropped when they come: the tree's index
+	// already holds what they would make a rescan find. Each is dropped
+	// once, only for the exact operation expected, and forgotten after
+	// ownTTL. A write by anyone else makes events of its own, rescanned as
+	// usual (and a received file's index entry is racy, so such a write in
+	// the same timestamp tick is hashed anew).
+	own map[string]ownEvent
+}
+
+type ownEvent struct {
+	op fsnotify.Op
+	at time.Time
+}
+
+// ownTTL bounds how long an expected event of the tree's own writes waits.
+const ownTTL = 5 * time.Second
+
+// newWatcher starts watching t's folders and links the watcher to t, so
+// t's own writes do not come back as changes (see watcher.own).
+func (t *tree) newWatcher() (*watcher, error) {
+	w, err := newWatcher(t.root, t.ignoredDir)
+	if err == nil {
+		t.mu.Lock()
+		t.w = w
+		t.mu.Unlock()
+	}
+	return w, err
+}
+
+// expectOwn records that an event op at rel is coming from this side's own
+// write, if rel's folder is watched (else no event comes). Callers hold the
+// tree's mu.
+func (w *watcher) expectOwn(rel string, op fsnotify.Op) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.watched[dirOf(rel)]; !ok {
+		return
+	}
+	now := time.Now()
+	if len(w.own) >= 10000 {
+		for p, e := range w.own {
+			if now.Sub(e.at) > ownTTL {
+				delete(w.own, p)
+			}
+		}
+		if len(w.own) >= 10000 {
+			return // the rescans are what the events bring
+		}
+	}
+	if w.own == nil {
+		w.own = map[string]ownEvent{}
+	}
+	w.own[rel] = ownEvent{op: op, at: now}
+}
+
+// ownEvent tells t's watcher that p's event op is this side's own doing.
+// Callers hold mu.
+func (t *tree) ownEvent(p string, op fsnotify.Op) {
+	if t.w != nil {
+		t.w.expectOwn(p, op)
+	}
+}
+
+// takeOwn reports whether the event op at rel is the one an own write
+// caused (dropping it).
+func (w *watcher) takeOwn(rel string, op fsnotify.Op) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.own[rel]
+	if !ok {
+		return false
+	}
+	delete(w.own, rel)
+	if len(w.own) == 0 {
+		w.own = nil // a map that held a burst does not keep its size
+	}
+	return e.op == op && time.Since(e.at) <= ownTTL
 }
 
 // newWatcher starts watching; ignored tells which new folders not to watch.
@@ -56,11 +136,18 @@ func (w *watcher) close() {
 // remembered (the caller falls back to periodic rescans and reports it).
 func (w *watcher) add(rel string) {
 	err := w.w.Add(filepath.Join(w.root, filepath.FromSlash(rel)))
-	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err == nil {
+		if w.watched == nil {
+			w.watched = map[string]struct{}{}
+		}
+		w.watched[rel] = struct{}{}
+		return
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return
+	}
 	if w.degraded == "" {
 		if errors.Is(err, syscall.ENOSPC) {
 			w.degraded = "out of inotify watches (raise fs.inotify.max_user_watches); changes are found by periodic rescans"
@@ -102,6 +189,9 @@ func (w *watcher) loop() {
 			if strings.Contains(rel, tmpPrefix) {
 				continue
 			}
+			if w.takeOwn(rel, ev.Op) {
+				continue
+			}
 			pending[rel] = struct{}{}
 			if ev.Has(fsnotify.Rename) {
 				w.forget(ev.Name)
@@ -118,6 +208,9 @@ func (w *watcher) loop() {
 			}
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
 				rescan = true
+				w.mu.Lock()
+				w.own = nil // some may be lost: the rescan sees everything
+				w.mu.Unlock()
 			}
 		case <-timerC:
 			var batch []string
@@ -159,6 +252,11 @@ func (w *watcher) forget(name string) {
 	for _, p := range w.w.WatchList() {
 		if p == name || strings.HasPrefix(p, prefix) {
 			_ = w.w.Remove(p)
+			if rel, err := filepath.Rel(w.root, p); err == nil {
+				w.mu.Lock()
+				delete(w.watched, filepath.ToSlash(rel))
+				w.mu.Unlock()
+			}
 		}
 	}
 }
