@@ -369,3 +369,51 @@ func TestSkewedSenderClockNotCopied(t *testing.T) {
 		}
 	}
 }
+
+// The caps' wire form (the protocol 3 hello answer): every combination
+// round-trips, bits a later release may add are ignored, and an agent that
+// reports no caps is taken for a Linux filesystem (the zero caps).
+func TestCapsBits(t *testing.T) {
+	for b := uint64(0); b < 16; b++ {
+		c := capsFromBits(b)
+		if capsBits(c) != b {
+			t.Errorf("caps %+v: bits %#x, want %#x", c, capsBits(c), b)
+		}
+		if got := capsFromBits(b | 0xf0); got != c {
+			t.Errorf("unknown bits changed %+v to %+v", c, got)
+		}
+	}
+	if defaultRemoteCaps != (caps{}) || capsFromBits(capExec) != (caps{}) {
+		t.Errorf("default remote caps %+v, Linux %+v", defaultRemoteCaps, capsFromBits(capExec))
+	}
+}
+
+// A name held back as the case twin of another on a case-insensitive local
+// folder is synced once its twin is gone, without touching it again.
+func TestExFATCaseTwinSyncedOnceItsTwinIsGone(t *testing.T) {
+	mnt := mountExFAT(t)
+	base := t.TempDir()
+	p := &pair{t: t, local: filepath.Join(mnt, "local"), remote: filepath.Join(base, "remote"),
+		clientDir: filepath.Join(base, "cstate"), serverDir: filepath.Join(base, "sstate")}
+	must(t, os.MkdirAll(p.local, 0o755))
+	write(t, p.remote, "Readme", "one")
+	write(t, p.remote, "README", "two")
+	p.start(ClientOptions{})
+	defer p.stop()
+	c := waitConflict(t, p, "differ only in case")
+	kept := map[string]string{"Readme": "README", "README": "Readme"}[c.Path]
+	must(t, os.Remove(filepath.Join(p.remote, kept)))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ents, _ := os.ReadDir(p.local)
+		if len(ents) == 1 && ents[0].Name() == c.Path {
+			if b, _ := os.ReadFile(filepath.Join(p.local, c.Path)); string(b) == map[string]string{"Readme": "one", "README": "two"}[c.Path] {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not synced after its twin %s was removed: local %v, status %+v", c.Path, kept, ents, p.c.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
