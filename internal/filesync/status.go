@@ -212,3 +212,64 @@ func (c *Client) computeStatus() Status {
 	}
 	return st
 }
+
+// scanErr reports what a local scan could not read (each path once per
+// message; what it held is kept, never taken for deleted).
+func (c *Client) scanErr(f *cfolder, err error) {
+	if err == nil || errors.Is(err, errStopped) {
+		return
+	}
+	f.log.Warn("local scan", "err", err)
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		f.addErr("", e.Error())
+	}
+}
+
+// addErr lists an error in the status; the same error again (an unreadable
+// folder at every rescan) moves to the end with its new time.
+func (f *cfolder) addErr(p, msg string) {
+	for i, e := range f.errs {
+		if e.Path == p && e.Err == msg {
+			f.errs = append(f.errs[:i], f.errs[i+1:]...)
+			break
+		}
+	}
+	f.errs = append(f.errs, PathError{Path: p, Err: msg, Time: time.Now()})
+	if len(f.errs) > maxListed {
+		f.errs = f.errs[len(f.errs)-maxListed:]
+	}
+	f.countErrPaths()
+}
+
+// dropErr takes p's errors off the list: it is in sync again.
+func (f *cfolder) dropErr(p string) {
+	out := f.errs[:0]
+	for _, e := range f.errs {
+		if e.Path != p {
+			out = append(out, e)
+		}
+	}
+	clear(f.errs[len(out):])
+	f.errs = out
+	f.countErrPaths()
+}
+
+func (f *cfolder) countErrPaths() {
+	f.errPaths = 0
+	for _, e := range f.errs {
+		if e.Path != "" {
+			f.errPaths++
+		}
+	}
+}
+
+func (f *cfolder) addConflict(cf Conflict) {
+	f.conflicts = append(f.conflicts, cf)
+	if len(f.conflicts) > maxListed {
+		f.conflicts = f.conflicts[len(f.conflicts)-maxListed:]
+	}
+}
