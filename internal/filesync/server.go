@@ -136,7 +136,8 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ServerOptions) error
 			log.Warn("sync session failed", "err", err)
 			return err
 		case <-tick.C:
-			if !time.Now().Before(s.saveNext) {
+			// throttled while busy (nextRun), at once when idle
+			if !time.Now().Before(s.saveNext) || time.Since(time.Unix(0, s.lastOp.Load())) >= saveEvery {
 				start := time.Now()
 				s.saveAll()
 				s.saveNext = nextRun(start, 0)
@@ -186,6 +187,7 @@ type server struct {
 	// time the reader spent waiting for the client and applying what it
 	// sent (logged at the end of a session)
 	waitT, handleT atomic.Int64 // nanoseconds
+	lastOp         atomic.Int64 // when the last message was handled (unix nanoseconds)
 
 	saveNext time.Time // the periodic save waits until then (nextRun)
 
@@ -434,6 +436,7 @@ func (s *server) read(ctx context.Context, fr *frameReader) error {
 		t1 := time.Now()
 		err = s.handle(ctx, m)
 		s.handleT.Add(int64(time.Since(t1)))
+		s.lastOp.Store(time.Now().UnixNano())
 		if err != nil {
 			return err
 		}
