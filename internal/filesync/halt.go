@@ -222,15 +222,32 @@ func countFiles(m map[string]Entry) int {
 	return n
 }
 
-// rootIdentity names the folder at root on its filesystem (device and
-// inode); "" where that is unknown. A folder replaced by another (deleted and
-// made again, another disk mounted there) has another identity.
-func rootIdentity(root string) string {
-	fi, err := os.Stat(root)
-	if err != nil {
-		return ""
+// sameRoot tells whether two root identities (see rootIdentity: fields
+// "dev=", "ino=", "born=") name the same folder. Only fields both carry are
+// compared: an identity saved by an older release, or taken where the birth
+// time is unknown, is compared by device and inode alone.
+func sameRoot(a, b string) bool {
+	fa, fb := rootFields(a), rootFields(b)
+	n := 0
+	for k, v := range fa {
+		if w, ok := fb[k]; ok {
+			if v != w {
+				return false
+			}
+			n++
+		}
 	}
-	return fileIdentity(fi)
+	return n > 0 || a == b
+}
+
+func rootFields(id string) map[string]string {
+	m := map[string]string{}
+	for _, f := range strings.Fields(id) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 func loadRootID(file string) string {
@@ -257,7 +274,7 @@ func (c *Client) checkLocalRoot(f *cfolder, openErr error) bool {
 	if f.file == "" || id == "" || c.opts.AcceptDeletions || len(f.base) == 0 {
 		return false
 	}
-	if saved := loadRootID(f.file + ".root"); saved != "" && saved != id {
+	if saved := loadRootID(f.file + ".root"); saved != "" && !sameRoot(saved, id) {
 		c.halt(f, fmt.Sprintf("the local folder %s is another folder than the one last synchronized (%s, was %s: deleted and made again, or another disk mounted there): "+
 			"its missing files are not taken for deletions in %s. %s", f.f.Local, id, saved, f.f.Remote, howToGoOn("local", f)))
 		return true

@@ -205,6 +205,54 @@ func TestHaltReplacedLocalRoot(t *testing.T) {
 	}
 }
 
+// A local folder deleted and made again in place halts too, also where the
+// filesystem gives the new folder the freed inode number (ext4 does, at
+// once): its birth time tells the two apart.
+func TestHaltRecreatedLocalRootSameInode(t *testing.T) {
+	p := newPair(t, ClientOptions{})
+	files := stateIDTree(t, p.local)
+	p.start(ClientOptions{})
+	synced(t, p)
+	p.stop()
+	before, err := os.Stat(p.local)
+	must(t, err)
+	must(t, os.RemoveAll(p.local))
+	must(t, os.Mkdir(p.local, 0o755))
+	after, err := os.Stat(p.local)
+	must(t, err)
+	reused := before.Sys().(*syscall.Stat_t).Ino == after.Sys().(*syscall.Stat_t).Ino
+	t.Logf("inode reused by the new folder: %v (ids %q)", reused, rootIdentity(p.local))
+	write(t, p.local, "other.txt", "another checkout")
+	p.start(ClientOptions{})
+	defer p.stop()
+	why := waitHalted(t, p)
+	if !strings.Contains(why, "another folder") {
+		t.Fatalf("halt message: %s", why)
+	}
+	for rel, c := range files {
+		wantFile(t, p.remote, rel, c)
+	}
+}
+
+func TestSameRoot(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"dev=1 ino=2 born=3.000000004", "dev=1 ino=2 born=3.000000004", true},
+		{"dev=1 ino=2 born=3.000000004", "dev=1 ino=2 born=3.000000005", false}, // inode reused
+		{"dev=1 ino=2", "dev=1 ino=2 born=3.000000004", true},                   // saved by an older release
+		{"dev=1 ino=2 born=3.000000004", "dev=1 ino=2", true},                   // no birth time now
+		{"dev=1 ino=2", "dev=1 ino=3", false},
+		{"dev=1 ino=2", "dev=9 ino=2", false},
+		{"x", "y", false},
+	} {
+		if got := sameRoot(c.a, c.b); got != c.want {
+			t.Errorf("sameRoot(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
 // A local folder that is gone: the session does not start, the status says
 // why, and nothing is deleted.
 func TestHaltMissingLocalRoot(t *testing.T) {

@@ -2,6 +2,6 @@
 
 package filesync
 
-import "io/fs"
-
-func fileIdentity(fs.FileInfo) string { return "" }
+// rootIdentity is unknown here: no replaced-root check (the emptied-root and
+// mass-deletion halts still apply).
+func rootIdentity(string) string { return "" }
