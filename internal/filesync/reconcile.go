@@ -56,6 +56,7 @@ func (c *Client) iterate() {
 			for _, p := range paths {
 				plan = c.reconcile(f, p, now, plan)
 			}
+			plan = c.heldPartners(f, plan, now)
 			plan = pairRenames(f, plan)
 			plan = c.holdRemovals(f, plan, now)
 			if c.checkHalt(f, plan, now) {
@@ -349,6 +350,65 @@ func (c *Client) setBase(f *cfolder, p string, e Entry) {
 }
 
 func hasKey(m map[string]Entry, p string) bool { _, ok := m[p]; return ok }
+
+// heldPartners brings removals held by holdRemovals back into a plan that creates a file of the
+// same content on the same side, so that pairRenames makes the two one move: a file moved into
+// a folder made just before can reach the engine as its removal in one watcher batch and its
+// creation in the next (found when the new folder is watched and scanned), and was then sent
+// again whole. A removal brought back and not paired is held again.
+func (c *Client) heldPartners(f *cfolder, plan []action, now time.Time) []action {
+	if len(f.held) == 0 {
+		return plan
+	}
+	type content struct {
+		hash uint64
+		size int64
+	}
+	var created [2]map[content]bool // [0]: created here (pushes), [1]: created there (pulls)
+	for _, a := range plan {
+		side, e := -1, Entry{}
+		switch {
+		case a.do == actPush && a.r.Kind == KindNone:
+			side, e = 0, a.l
+		case a.do == actPull && a.l.Kind == KindNone:
+			side, e = 1, a.r
+		}
+		if side < 0 || e.Kind != KindFile || e.Size == 0 {
+			continue
+		}
+		if created[side] == nil {
+			created[side] = map[content]bool{}
+		}
+		created[side][content{e.Hash, e.Size}] = true
+	}
+	if created[0] == nil && created[1] == nil {
+		return plan
+	}
+	for q := range f.held {
+		f.t.mu.Lock()
+		l := f.t.idx[q]
+		f.t.mu.Unlock()
+		r := f.remote[q]
+		if !(l.Kind == KindNone && r.Kind == KindFile && created[0][content{r.Hash, r.Size}]) &&
+			!(r.Kind == KindNone && l.Kind == KindFile && created[1][content{l.Hash, l.Size}]) {
+			continue // still a removal of content nothing here creates
+		}
+		for _, a := range c.reconcile(f, q, now, nil) {
+			side, e := -1, Entry{}
+			switch a.do {
+			case actRemoteRm:
+				side, e = 0, a.r
+			case actLocalRm:
+				side, e = 1, a.l
+			}
+			if side >= 0 && created[side][content{e.Hash, e.Size}] {
+				delete(f.held, q)
+				plan = append(plan, a)
+			}
+		}
+	}
+	return plan
+}
 
 // pairRenames turns the removal of a file on one side and the creation of a file with the same
 // content (hash, size and executable bit) on the same side into one move on the other side, so a

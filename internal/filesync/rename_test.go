@@ -62,6 +62,37 @@ func TestRenameIsAMove(t *testing.T) {
 	}
 }
 
+// TestRenameSeenInTwoBatches: a file moved on one side whose removal reaches the engine before
+// its creation (a watcher batch apart, as when it is moved into a folder made just before) is
+// still moved on the other side, not fetched again: the removal, held, pairs with the creation
+// that comes within the hold. Without heldPartners it was fetched whole.
+func TestRenameSeenInTwoBatches(t *testing.T) {
+	p := newPair(t, ClientOptions{})
+	writeRandom(t, filepath.Join(p.remote, "theirs.bin"), 512<<10)
+	writeRandom(t, filepath.Join(p.local, "mine.bin"), 512<<10)
+	p.start(ClientOptions{})
+	defer p.stop()
+	synced(t, p)
+
+	received, sent := p.received.Load(), p.sent.Load()
+	stash := filepath.Join(filepath.Dir(p.remote), "stash.bin")
+	must(t, os.Rename(filepath.Join(p.remote, "theirs.bin"), stash))
+	stashL := filepath.Join(filepath.Dir(p.local), "stashL.bin")
+	must(t, os.Rename(filepath.Join(p.local, "mine.bin"), stashL))
+	time.Sleep(holdQuiet / 3) // the removals are seen and held
+	must(t, os.Mkdir(filepath.Join(p.remote, "sub"), 0o755))
+	must(t, os.Rename(stash, filepath.Join(p.remote, "sub/theirs.bin")))
+	must(t, os.Mkdir(filepath.Join(p.local, "sub"), 0o755))
+	must(t, os.Rename(stashL, filepath.Join(p.local, "sub/mine.bin")))
+	p.waitEqual(10 * time.Second)
+	if n := p.received.Load() - received; n > 64<<10 {
+		t.Errorf("a remote rename seen in two batches received %d bytes: the file was fetched again", n)
+	}
+	if n := p.sent.Load() - sent; n > 64<<10 {
+		t.Errorf("a local rename seen in two batches sent %d bytes: the file was sent again", n)
+	}
+}
+
 // TestPairRenames: which removals and creations become moves.
 func TestPairRenames(t *testing.T) {
 	file := func(h uint64, size int64, exec bool) Entry {
