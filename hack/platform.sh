@@ -2,7 +2,8 @@
 # make platform-up / platform-down: the platform server in the local cluster (or the one KUBECONFIG
 # names), installed by devtool itself from deploy/platform/devtool.yml. Idempotent both ways.
 #   up    builds bin/devtool and bin/devtool-platform, deploys, waits until the platform answers, and
-#         leaves $STATE/platform-url, platform-ca.crt and platform-admin-token (0600)
+#         leaves $PLATFORM_OUT_DIR (default $STATE)/platform-url, platform-ca.crt, platform-admin-token
+#         and platform-webhook-secret (0600)
 #   down  destroys that environment, the namespaces the platform made, and the three files
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,10 @@ NS=${PLATFORM_NAMESPACE:-devtool-system}
 # its own folder; tests find it through DEVTOOL_TEST_PLATFORM_DIR=<that folder>); PLATFORM_ANALYTICS=true
 # lets it accept analytics events from the start.
 OUT=${PLATFORM_OUT_DIR:-$STATE}
-files=("$OUT/platform-url" "$OUT/platform-ca.crt" "$OUT/platform-admin-token")
+files=("$OUT/platform-url" "$OUT/platform-ca.crt" "$OUT/platform-admin-token" "$OUT/platform-webhook-secret")
+# helm for the pipeline runner's image, when hack/helm/build.sh has built it
+HELM=$(hack/helm/build.sh --print-bin)/helm
+[ -x "$HELM" ] && export PLATFORM_RUNNER_HELM=${PLATFORM_RUNNER_HELM:-$HELM}
 case "${1:-}" in
 up)
   make --no-print-directory build platform-bin

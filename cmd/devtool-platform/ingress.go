@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -17,7 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devtool/devtool/internal/buildinfo"
+	"github.com/devtool/devtool/internal/platform/client"
 	"github.com/devtool/devtool/internal/platform/ingress"
+	"github.com/devtool/devtool/internal/platform/preview"
 	"github.com/devtool/devtool/internal/platform/store"
 )
 
@@ -40,8 +43,14 @@ func ingressCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	cookieKey := fs.String("cookie-key", "", "the key of the endpoints' login cookies (raw, 32 bytes or more)")
 	shutdownDelay := fs.Duration("shutdown-delay", 5*time.Second, "how long to keep serving after SIGTERM with /readyz failing")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster, else KUBECONFIG)")
+	wakeURL := fs.String("wake-url", "", "the platform's in-cluster address, asked to wake sleeping previews (none: a sleeping backend is 503)")
+	wakeKey := fs.String("wake-key", "", "the key wake requests are signed with")
+	wakeCA := fs.String("wake-ca", "", "the platform's CA (PEM), for --wake-url")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
+	}
+	if (*wakeURL == "") != (*wakeKey == "") {
+		return usageError{"ingress: --wake-url and --wake-key go together"}
 	}
 	if (*ticketPub == "") != (*cookieKey == "") || *ticketPub != "" && *platformURL == "" {
 		return usageError{"ingress: --ticket-public-key, --cookie-key and --platform-url go together (private endpoints)"}
@@ -75,8 +84,14 @@ func ingressCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		keys = &ingress.Keys{TicketPublic: ed25519.PublicKey(pub), CookieKey: ck}
 	}
+	var waker ingress.Waker
+	if *wakeURL != "" {
+		if waker, err = remoteWaker(*wakeURL, *wakeKey, *wakeCA); err != nil {
+			return err
+		}
+	}
 	c, err := ingress.New(ingress.Options{Client: cs, Class: *class, Namespace: *ns, TLSSecret: *tlsSecret, Domain: *domain, Strict: *strict,
-		Keys: keys, PlatformURL: *platformURL, Log: log})
+		Keys: keys, PlatformURL: *platformURL, Log: log, Waker: waker})
 	if err != nil {
 		return err
 	}
@@ -153,4 +168,24 @@ func ingressCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("requests still running after 20s: %w", err)
 	}
 	return err
+}
+
+// remoteWaker asks the platform at url to wake sleeping previews (preview.RemoteWaker).
+func remoteWaker(url, keyFile, caFile string) (ingress.Waker, error) {
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the wake key: %w", err)
+	}
+	var ca []byte
+	if caFile != "" {
+		if ca, err = os.ReadFile(caFile); err != nil {
+			return nil, fmt.Errorf("reading the platform's CA: %w", err)
+		}
+	}
+	tlsCfg, err := client.TLSConfig(ca)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true}}
+	return &preview.RemoteWaker{URL: url, Key: bytes.TrimSpace(key), Client: hc}, nil
 }

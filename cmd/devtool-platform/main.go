@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
@@ -18,9 +19,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -35,7 +38,9 @@ import (
 	"github.com/devtool/devtool/internal/platform/ingress"
 	"github.com/devtool/devtool/internal/platform/install"
 	"github.com/devtool/devtool/internal/platform/leader"
+	"github.com/devtool/devtool/internal/platform/pipeline"
 	"github.com/devtool/devtool/internal/platform/pki"
+	"github.com/devtool/devtool/internal/platform/preview"
 	"github.com/devtool/devtool/internal/platform/registryproxy"
 	"github.com/devtool/devtool/internal/platform/server"
 	"github.com/devtool/devtool/internal/platform/sso"
@@ -134,6 +139,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	withWeb := fs.Bool("web", true, "serve the web UI beside the API: its pages are where people sign in (browser and device logins of the CLI, single sign-on); docs/platform.md")
 	builder := fs.String("builder", "", "the hosted BuildKit's address users get (tcp://host:port); needs --builder-ca-dir")
 	builderCADir := fs.String("builder-ca-dir", "", "folder holding ca.crt and ca.key of the builder CA (signs users' BuildKit client certificates)")
+	runnerImage := fs.String("runner-image", "", "the pipeline runner's image (none: no pipelines, no previews)")
+	runnerCA := fs.String("runner-ca-file", "", "a CA (PEM) the runner trusts for https clones besides the system's roots")
+	keepRuns := fs.Int("pipeline-keep-runs", pipeline.DefaultKeepRuns, "runs kept per pipeline, with their logs")
+	logKiB := fs.Int("pipeline-log-kib", pipeline.DefaultLogBytes>>10, "what is kept of a finished run's log: its last KiB")
+	webhookFile := fs.String("webhook-secret-file", "", "the secret pull-request webhooks are signed with (none: webhooks answer 503)")
+	wakeKeyFile := fs.String("wake-key-file", "", "the key the ingress signs its requests to wake sleeping previews with (none: no wake requests)")
+	previewTTL := fs.Duration("preview-ttl", preview.DefaultTTL, "destroy a preview idle this long")
+	previewSleep := fs.Duration("preview-sleep-after", preview.DefaultSleepAfter, "scale a preview to zero when idle this long (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -151,6 +164,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if (*builder == "") != (*builderCADir == "") {
 		return usageError{"serve: --builder and --builder-ca-dir go together"}
+	}
+	if *previewTTL <= 0 || *previewSleep < 0 {
+		return usageError{"serve: --preview-ttl must be positive and --preview-sleep-after not negative"}
+	}
+	if *keepRuns < 1 || *keepRuns > 100 || *logKiB < 1 || *logKiB > 64<<10 {
+		return usageError{"serve: --pipeline-keep-runs between 1 and 100, --pipeline-log-kib between 1 and 65536"}
 	}
 	if *certFile == "" || *keyFile == "" {
 		return usageError{"serve: --tls-cert and --tls-key are required (the platform serves HTTPS only)"}
@@ -190,15 +209,48 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if instance == "" {
 		instance, _ = os.Hostname()
 	}
+	var runnerCABytes []byte
+	if *runnerCA != "" {
+		if runnerCABytes, err = os.ReadFile(*runnerCA); err != nil {
+			return fmt.Errorf("reading --runner-ca-file: %w", err)
+		}
+	}
+	var webhookSecret []byte
+	if *webhookFile != "" {
+		if webhookSecret, err = os.ReadFile(*webhookFile); err != nil {
+			return fmt.Errorf("reading --webhook-secret-file: %w", err)
+		}
+		webhookSecret = bytes.TrimSpace(webhookSecret)
+	}
+	var wakeKey []byte
+	if *wakeKeyFile != "" {
+		if wakeKey, err = os.ReadFile(*wakeKeyFile); err != nil {
+			return fmt.Errorf("reading --wake-key-file: %w", err)
+		}
+		wakeKey = bytes.TrimSpace(wakeKey)
+	}
+	var previews *preview.Manager
+	pipelines := pipeline.New(pipeline.Options{Store: st, RunnerImage: *runnerImage, KeepRuns: *keepRuns,
+		LogBytes: int64(*logKiB) << 10, CA: runnerCABytes, Domain: *domain, Registry: *registry,
+		IngressClass: *ingressClass, EndpointPort: *endpointPort, Log: log,
+		OnFinish: func(ctx context.Context, r *pipeline.Run) { previews.OnRunFinished(ctx, r) }})
+	previews = preview.New(preview.Options{Store: st, Pipelines: pipelines, TTL: *previewTTL, SleepAfter: *previewSleep,
+		WebhookSecret: webhookSecret, Log: log, EndpointURL: func(host, path string) string {
+			if *endpointPort != 0 && *endpointPort != 443 {
+				host = net.JoinHostPort(host, strconv.Itoa(*endpointPort))
+			}
+			return "https://" + host + path
+		}})
 	info := api.Info{Version: buildinfo.Version, MinCLIVersion: *minCLI, APIServer: *apiServer, APIServerCA: string(ca), Domain: *domain,
-		Registry: *registry, IngressClass: *ingressClass, EndpointPort: *endpointPort, Builder: *builder}
+		Registry: *registry, IngressClass: *ingressClass, EndpointPort: *endpointPort, Builder: *builder,
+		Pipelines: *runnerImage != "", PreviewSleepSeconds: int64(*previewSleep / time.Second), PreviewTTLSeconds: int64(*previewTTL / time.Second)}
 	var (
 		srv *server.Server
 		ui  *web.UI
 	)
 	providers := sso.New(st, log)
 	so := server.Options{Store: st, Log: log, Instance: instance, ExternalURL: *externalURL, Analytics: agg, Info: info, SSO: providers,
-		BuilderCA: builderCA}
+		BuilderCA: builderCA, Pipelines: pipelines, Previews: previews, WakeKey: wakeKey}
 	if *withWeb {
 		// The UI shares the server's rate limits and password check (with its lockout and audit).
 		ui, err = web.New(web.Options{Store: st, Info: info, Log: log, Instance: instance, Analytics: agg, SSO: providers, ExternalURL: *externalURL,
@@ -286,6 +338,27 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		// until its deadline; other requests finish normally.
 		hs.RegisterOnShutdown(ui.CloseStreams)
 	}
+	if err := pipelines.Start(ictx); err != nil {
+		ln.Close()
+		return err
+	}
+	if err := previews.Start(ictx); err != nil {
+		ln.Close()
+		return err
+	}
+	leaderDone := make(chan struct{})
+	go func() {
+		defer close(leaderDone)
+		pipeline.WhileLeader(ictx, st.Kube, *ns, pipeline.LeaderLease, instance, log, func(lctx context.Context) {
+			done := make(chan struct{})
+			go func() { defer close(done); previews.RunController(lctx) }()
+			if err := pipelines.RunController(lctx); err != nil && lctx.Err() == nil {
+				log.Error("pipeline controller stopped", "err", err)
+			}
+			<-done
+		})
+	}()
+	defer func() { cancel(); <-leaderDone }()
 	log.Info("serving", "addr", ln.Addr().String(), "version", buildinfo.Version)
 	done := make(chan error, 1)
 	go func() { done <- hs.ServeTLS(ln, "", "") }()
@@ -369,8 +442,37 @@ func installCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&bs.RegistrySize, "registry-size", "10Gi", "size of the registry's claim")
 	fs.StringVar(&bs.RegistryAddress, "hosted-registry", "", "the hosted registry as users and the kubelet name it (default 127.0.0.1:<node port>)")
 	fs.StringVar(&bs.BuilderAddress, "hosted-builder", "", "the hosted BuildKit as users reach it (default tcp://127.0.0.1:<node port>)")
+	fs.StringVar(&o.Runner.Devtool, "runner-devtool", "", "static Linux devtool binary for the pipeline runner's image (none: no pipelines)")
+	fs.StringVar(&o.Runner.Kubectl, "runner-kubectl", "", "static Linux kubectl for the runner image (default: kubectl on PATH)")
+	fs.StringVar(&o.Runner.Helm, "runner-helm", "", "static Linux helm for the runner image (optional)")
+	fs.StringVar(&o.Runner.Busybox, "runner-busybox", "/bin/busybox", "static busybox (Debian's busybox-static) for the runner image's shell and tools")
+	fs.StringVar(&o.Runner.CACerts, "runner-ca-certs", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle for the runner image (\"\" for none)")
+	fs.StringVar(&o.PreviewTTL, "preview-ttl", "", "delete a preview idle this long (default: the server's, 72h)")
+	fs.StringVar(&o.PreviewSleep, "preview-sleep-after", "", "scale a preview to zero when idle this long (default: the server's, 30m)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
+	}
+	for _, d := range []string{o.PreviewTTL, o.PreviewSleep} {
+		if d == "" {
+			continue
+		}
+		if v, err := time.ParseDuration(d); err != nil || v <= 0 {
+			return usageError{fmt.Sprintf("install: --preview-ttl and --preview-sleep-after take a positive duration such as 72h, got %q", d)}
+		}
+	}
+	if o.Runner.Devtool != "" {
+		if o.Runner.Kubectl == "" {
+			k, err := exec.LookPath("kubectl")
+			if err != nil {
+				return usageError{"install: --runner-kubectl: no kubectl on PATH (give a static Linux kubectl)"}
+			}
+			o.Runner.Kubectl = k
+		}
+		if o.Runner.CACerts != "" {
+			if _, err := os.Stat(o.Runner.CACerts); err != nil {
+				o.Runner.CACerts = ""
+			}
+		}
 	}
 	if *buildService {
 		o.BuildService = &bs

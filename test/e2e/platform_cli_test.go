@@ -25,7 +25,7 @@ type platformFiles struct{ url, caFile, adminToken string }
 
 // findPlatform reads /tmp/devtool-cluster/platform-{url,ca.crt,admin-token} (DEVTOOL_TEST_PLATFORM_DIR
 // replaces the folder); it skips, saying why, when they are missing (fails under CI=true).
-func findPlatform(t *testing.T) platformFiles {
+func findPlatform(t testing.TB) platformFiles {
 	t.Helper()
 	dir := os.Getenv("DEVTOOL_TEST_PLATFORM_DIR")
 	if dir == "" {
@@ -51,6 +51,7 @@ type platformUser struct {
 	home, dir  string
 	kubeconfig string
 	env        []string
+	timeout    time.Duration // of one command (default 3 minutes)
 }
 
 func newPlatformUser(t testing.TB) *platformUser {
@@ -60,7 +61,11 @@ func newPlatformUser(t testing.TB) *platformUser {
 
 func (u *platformUser) run(args ...string) (string, string, error) {
 	u.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	timeout := u.timeout
+	if timeout == 0 {
+		timeout = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, devtoolBin, args...)
 	cmd.Dir = u.dir

@@ -25,6 +25,8 @@ import (
 	kubeconfigcmd "github.com/devtool/devtool/internal/cli/kubeconfig"
 	logscmd "github.com/devtool/devtool/internal/cli/logs"
 	"github.com/devtool/devtool/internal/cli/namespace"
+	pipelinecmd "github.com/devtool/devtool/internal/cli/pipeline"
+	previewcmd "github.com/devtool/devtool/internal/cli/preview"
 	restartcmd "github.com/devtool/devtool/internal/cli/restart"
 	statuscmd "github.com/devtool/devtool/internal/cli/status"
 	uicmd "github.com/devtool/devtool/internal/cli/ui"
@@ -112,6 +114,8 @@ namespaces its commands run in.`,
 	cmd.AddCommand(endpoints.NewCmd(f, nil))
 	cmd.AddCommand(contextcmd.NewCmd(f, nil))
 	cmd.AddCommand(namespace.NewCmd(f, nil))
+	cmd.AddCommand(pipelinecmd.NewCmd(f))
+	cmd.AddCommand(previewcmd.NewCmd(f))
 	cmd.AddCommand(kubeconfigcmd.NewCmd(f, nil))
 	cmd.AddCommand(kubeconfigcmd.NewTokenCmd(f, nil))
 	cmd.AddCommand(analytics.NewCmd(f, nil))

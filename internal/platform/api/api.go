@@ -58,6 +58,11 @@ type Info struct {
 	// EndpointPort is the HTTPS port endpoints answer on (0 = 443): https://<name>-<namespace>.<domain>:<port>/.
 	EndpointPort int  `json:"endpointPort,omitempty"`
 	Analytics    bool `json:"analytics"` // the admin allows analytics
+	// Pipelines says the platform runs pipelines and previews (it has a runner image); previews
+	// idle PreviewSleepSeconds are scaled to zero (0: never), idle PreviewTTLSeconds destroyed.
+	Pipelines           bool  `json:"pipelines,omitempty"`
+	PreviewSleepSeconds int64 `json:"previewSleepSeconds,omitempty"`
+	PreviewTTLSeconds   int64 `json:"previewTtlSeconds,omitempty"`
 	// Login says how users sign in (absent from servers older than the password login).
 	Login *LoginMethods `json:"login,omitempty"`
 }

@@ -40,6 +40,9 @@ type IngressArgs struct {
 	Class, Domain, PlatformURL string
 	Replicas                   int32
 	ConfigHash                 string
+	// Wake lets the ingress wake sleeping previews: it asks the platform's Service, signing with the
+	// wake key (WebhookSecret's WakeKey) and trusting the platform's CA.
+	Wake bool
 }
 
 // ingressObjects are the ingress's RBAC, IngressClass and Service (applied first: the Service's
@@ -80,13 +83,19 @@ func ingressDeployment(ns, image string, a IngressArgs) any {
 		"--listen", fmt.Sprintf(":%d", Port), "--health-listen", fmt.Sprintf(":%d", IngressHealthPort),
 		"--tls-secret", IngressTLSSecret, "--platform-url", strings.TrimSuffix(a.PlatformURL, "/"),
 		"--ticket-public-key", "/auth/" + keyTicketPublic, "--cookie-key", "/auth/" + keyCookie}
+	secrets := []secretMount{{volume: "auth", secret: AuthSecret, path: "/auth", items: []string{keyTicketPublic, keyCookie}}}
+	if a.Wake {
+		args = append(args, "--wake-url", "https://"+Name+"."+ns+".svc", "--wake-key", "/wake/"+WakeKey, "--wake-ca", "/platform-ca/ca.crt")
+		secrets = append(secrets, secretMount{volume: "wake", secret: WebhookSecret, path: "/wake", items: []string{WakeKey}},
+			secretMount{volume: "platform-ca", secret: TLSSecret, path: "/platform-ca", items: []string{"ca.crt"}})
+	}
 	return deployment(ns, podSpec{
 		name: IngressName, container: "ingress", image: image, replicas: a.Replicas, args: args, serviceAccount: IngressName,
 		labels: ingressLabels, port: Port,
 		extraPorts: []corev1.ContainerPort{{Name: "health", ContainerPort: IngressHealthPort}},
 		probe:      &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(IngressHealthPort), Scheme: corev1.URISchemeHTTP},
 		configHash: a.ConfigHash,
-		secrets:    []secretMount{{volume: "auth", secret: AuthSecret, path: "/auth", items: []string{keyTicketPublic, keyCookie}}},
+		secrets:    secrets,
 		// in every request's path: its CPU weight must not starve it beside busy neighbours
 		cpuRequest: "100m",
 	})

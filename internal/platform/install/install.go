@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -73,6 +74,12 @@ type Options struct {
 	OIDC map[string]string
 	// BuildService, when set, installs the hosted build service (BuildKit and a registry).
 	BuildService *BuildService
+	// Runner are the files of the pipeline runner's image, pushed to Registry; without
+	// Runner.Devtool the platform runs no pipelines (and no previews).
+	Runner RunnerFiles
+	// PreviewTTL deletes a preview idle that long; PreviewSleep scales it to zero after that long
+	// (durations as Go writes them, "" = the server's defaults).
+	PreviewTTL, PreviewSleep string
 }
 
 // Result is what an install made.
@@ -146,10 +153,23 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	} else if err != nil {
 		return nil, err
 	}
+	var runnerImage string
+	if o.Runner.Devtool != "" {
+		if o.Registry == "" {
+			return nil, errors.New("install: the runner image needs --registry to be pushed to")
+		}
+		runnerImage, err = PushRunnerImage(ctx, o.Runner, strings.TrimSuffix(o.Registry, "/")+"/"+o.Namespace+"/devtool-runner")
+		if err != nil {
+			return nil, err
+		}
+		o.Progress("runner image " + runnerImage)
+	} else {
+		o.Progress("no runner image (no --runner-devtool): pipelines and previews are off")
+	}
 	if err := ApplyDefinitions(ctx, st); err != nil {
 		return nil, err
 	}
-	o.Progress("custom resources users, accesstokens and sessions (devtool.dev)")
+	o.Progress("custom resources users, accesstokens, sessions, pipelineruns and previews (devtool.dev)")
 	a := &applier{st: st}
 	objs := platformRBAC(o.Namespace)
 	if o.BuildService != nil {
@@ -179,6 +199,10 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	}
 	url := fmt.Sprintf("https://%s:%d", o.Host, port)
 	endpointPort := o.EndpointPort
+	webhook, err := ensureWebhookSecret(ctx, st, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
 	if !o.NoIngress {
 		if err := ensureIngressTLS(ctx, st, o.Namespace, o.Domain, time.Now()); err != nil {
 			return nil, err
@@ -192,7 +216,8 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		dep := ingressDeployment(o.Namespace, image, IngressArgs{Class: o.IngressClass, Domain: o.Domain, PlatformURL: url,
-			Replicas: o.IngressReplicas, ConfigHash: hashOf(authData)})
+			Replicas: o.IngressReplicas, ConfigHash: hashOf(authData, map[string][]byte{WakeKey: webhook[WakeKey]}),
+			Wake: runnerImage != ""})
 		if err := a.applyTyped(ctx, dep); err != nil {
 			return nil, err
 		}
@@ -203,7 +228,8 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	sa := ServeArgs{Namespace: o.Namespace, APIServer: o.APIServer, Domain: o.Domain, Analytics: o.Analytics, IngressClass: o.IngressClass,
-		EndpointPort: endpointPort, ConfigHash: hashOf(platformTLS.Data, authData), MinCLIVersion: o.MinCLIVersion, ExternalURL: url}
+		EndpointPort: endpointPort, ConfigHash: hashOf(platformTLS.Data, authData, webhook), MinCLIVersion: o.MinCLIVersion, ExternalURL: url,
+		RunnerImage: runnerImage, PreviewTTL: o.PreviewTTL, PreviewSleep: o.PreviewSleep}
 	if o.ExternalURL != "" {
 		sa.ExternalURL = strings.TrimSuffix(o.ExternalURL, "/")
 	}
@@ -235,6 +261,9 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	o.Progress("admin token in " + filepath.Join(o.OutDir, "platform-admin-token"))
+	if err := writeFile(filepath.Join(o.OutDir, "platform-webhook-secret"), webhook[WebhookSecretKey], 0o600); err != nil {
+		return nil, err
+	}
 	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	if err := waitRollout(wctx, st, o.Namespace, Name); err != nil {
@@ -591,6 +620,50 @@ func applyOIDC(ctx context.Context, st *store.Store, ns string, cfg map[string]s
 		return fmt.Errorf("writing the OIDC configuration (Secret %s/%s): %w", ns, OIDCSecretName, err)
 	}
 	return nil
+}
+
+// ensureWebhookSecret returns the Secret's data: the secret pull-request webhooks are signed with
+// (WebhookSecretKey) and the key the ingress signs its wake requests with (WakeKey), 32 random bytes
+// each (hex), made when missing and kept after.
+func ensureWebhookSecret(ctx context.Context, st *store.Store, ns string) (map[string][]byte, error) {
+	sec, err := st.Kube.CoreV1().Secrets(ns).Get(ctx, WebhookSecret, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	data := map[string][]byte{}
+	if err == nil {
+		for k, v := range sec.Data {
+			data[k] = v
+		}
+	}
+	changed := false
+	for _, k := range []string{WebhookSecretKey, WakeKey} {
+		if len(data[k]) >= 16 {
+			continue
+		}
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		data[k], changed = []byte(hex.EncodeToString(b)), true
+	}
+	if !changed {
+		return data, nil
+	}
+	if err == nil {
+		sec.Data = data
+		if _, err := st.Kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+			return nil, fmt.Errorf("updating the webhook Secret: %w", err)
+		}
+		return data, nil
+	}
+	s := &corev1.Secret{ObjectMeta: meta(WebhookSecret, ns), Type: corev1.SecretTypeOpaque, Data: data}
+	if _, err := st.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		return ensureWebhookSecret(ctx, st, ns)
+	} else if err != nil {
+		return nil, fmt.Errorf("creating the webhook Secret: %w", err)
+	}
+	return data, nil
 }
 
 func certCovers(certPEM []byte, host string) bool {

@@ -26,6 +26,11 @@ const (
 	Port      = 8443
 	// OIDCSecretName holds the OpenID Connect provider's configuration (sso.SecretName).
 	OIDCSecretName = "devtool-platform-oidc"
+	// WebhookSecret holds the secret (key WebhookSecretKey) pull-request webhooks are signed with.
+	WebhookSecret    = "devtool-platform-webhook"
+	WebhookSecretKey = "secret"
+	// WakeKey (in WebhookSecret) signs the ingress's requests to wake a sleeping preview.
+	WakeKey = "wake"
 	// CASecret keeps the platform CA's key (ca.crt, ca.key), to issue the ingress's certificate.
 	CASecret = "devtool-platform-ca"
 	// AuthSecret holds the keys of private endpoints: the platform signs tickets with ticket.key,
@@ -78,11 +83,29 @@ func lower(s string) string {
 	return string(b)
 }
 
-// CRDs are the platform's custom resource definitions (User, AccessToken, Session).
+// CRDs are the platform's custom resource definitions (User, AccessToken, Session, PipelineRun, Preview).
 func CRDs() []map[string]any {
 	str := map[string]any{"type": "string"}
 	dt := map[string]any{"type": "string", "format": "date-time"}
+	num := map[string]any{"type": "integer"}
+	boolean := map[string]any{"type": "boolean"}
+	strs := map[string]any{"type": "array", "items": str}
 	return []map[string]any{
+		crd("PipelineRun", "pipelineruns",
+			map[string]any{"namespace": str, "pipeline": str, "number": num, "action": str, "user": str, "repository": str,
+				"branch": str, "file": str, "varNames": strs, "volumes": boolean, "timeoutSeconds": num, "job": str, "anchor": str, "preview": str},
+			map[string]any{"phase": str, "started": dt, "finished": dt, "exitCode": num, "failedStep": str, "message": str,
+				"commit": str, "cloneMillis": num, "cleaned": boolean},
+			[]map[string]any{{"name": "Namespace", "type": "string", "jsonPath": ".spec.namespace"}, {"name": "Pipeline", "type": "string", "jsonPath": ".spec.pipeline"},
+				{"name": "Run", "type": "integer", "jsonPath": ".spec.number"}, {"name": "Action", "type": "string", "jsonPath": ".spec.action"},
+				{"name": "User", "type": "string", "jsonPath": ".spec.user"}, {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+				{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}}),
+		crd("Preview", "previews",
+			map[string]any{"namespace": str, "scope": str, "repository": str, "branch": str, "sourceUrl": str, "file": str, "creator": str, "public": boolean},
+			map[string]any{"status": str, "lastActivity": dt, "sleeping": boolean, "destroyReason": str},
+			[]map[string]any{{"name": "Scope", "type": "string", "jsonPath": ".spec.scope"}, {"name": "Branch", "type": "string", "jsonPath": ".spec.branch"},
+				{"name": "Creator", "type": "string", "jsonPath": ".spec.creator"}, {"name": "Status", "type": "string", "jsonPath": ".status.status"},
+				{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}}),
 		crd("User", "users",
 			map[string]any{"admin": map[string]any{"type": "boolean"}, "passwordHash": str},
 			map[string]any{"failedLogins": map[string]any{"type": "integer"}, "lockedUntil": dt},
@@ -171,6 +194,10 @@ func platformRBAC(ns string) []any {
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"rolebindings"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"},
 				ResourceNames: []string{store.RolePrefix + api.RoleOwner, store.RolePrefix + api.RoleEditor, store.RolePrefix + api.RoleViewer}},
+			// pipelines: the leader follows the runs' Jobs and reads their pods' results (Jobs and
+			// Secrets are created and deleted as the run's user, not with these rights)
+			{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		}},
 		&rbacv1.ClusterRoleBinding{TypeMeta: tm("ClusterRoleBinding"), ObjectMeta: meta(clusterName, ""),
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterName}, Subjects: subject},
@@ -183,9 +210,9 @@ func platformRBAC(ns string) []any {
 			// The analytics days and setting (internal/platform/analytics) and the quota defaults
 			// admins set in the web UI (store.SettingsName).
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
-			// the leader election's Lease
+			// the leader elections' Leases (the platform's sweep; the pipeline and preview controllers)
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens", "sessions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+			{APIGroups: []string{store.Group}, Resources: []string{"users", "accesstokens", "sessions", "pipelineruns", "previews"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 		}},
 		&rbacv1.RoleBinding{TypeMeta: tm("RoleBinding"), ObjectMeta: meta(Name, ns),
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: Name}, Subjects: subject},
@@ -206,6 +233,9 @@ type ServeArgs struct {
 	// for signing users' client certificates.
 	Builder   string
 	BuilderCA bool
+	// RunnerImage enables pipelines; PreviewTTL and PreviewSleep are the previews' idle limits.
+	RunnerImage              string
+	PreviewTTL, PreviewSleep string
 }
 
 func workload(ns, image string, replicas int32, a ServeArgs) []any {
@@ -233,6 +263,7 @@ func workload(ns, image string, replicas int32, a ServeArgs) []any {
 	secrets := []secretMount{
 		{volume: "tls", secret: TLSSecret, path: "/tls"},
 		{volume: "auth", secret: AuthSecret, path: "/auth", items: []string{keyTicket}},
+		{volume: "webhook", secret: WebhookSecret, path: "/webhook"},
 	}
 	if a.Builder != "" {
 		args = append(args, "--builder", a.Builder)
@@ -240,6 +271,16 @@ func workload(ns, image string, replicas int32, a ServeArgs) []any {
 	if a.BuilderCA {
 		args = append(args, "--builder-ca-dir", BuilderCADir)
 		secrets = append(secrets, secretMount{volume: "builder-ca", secret: BuilderCASecret, path: BuilderCADir})
+	}
+	if a.RunnerImage != "" {
+		args = append(args, "--runner-image", a.RunnerImage, "--runner-ca-file", "/tls/ca.crt")
+	}
+	args = append(args, "--webhook-secret-file", "/webhook/"+WebhookSecretKey, "--wake-key-file", "/webhook/"+WakeKey)
+	if a.PreviewTTL != "" {
+		args = append(args, "--preview-ttl", a.PreviewTTL)
+	}
+	if a.PreviewSleep != "" {
+		args = append(args, "--preview-sleep-after", a.PreviewSleep)
 	}
 	dep := deployment(ns, podSpec{
 		name: Name, container: "platform", image: image, replicas: replicas, args: args, serviceAccount: Name,

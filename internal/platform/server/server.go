@@ -21,7 +21,9 @@ import (
 
 	"github.com/devtool/devtool/internal/platform/analytics"
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/pipeline"
 	"github.com/devtool/devtool/internal/platform/pki"
+	"github.com/devtool/devtool/internal/platform/preview"
 	"github.com/devtool/devtool/internal/platform/sso"
 	"github.com/devtool/devtool/internal/platform/store"
 )
@@ -59,6 +61,11 @@ type Options struct {
 	// BuilderCA signs users' client certificates for the hosted BuildKit (nil, or Info.Builder
 	// empty: no build service, POST /builder/credentials answers 404).
 	BuilderCA *pki.CA
+	// Pipelines runs pipelines and Previews previews (nil: their routes answer 503).
+	Pipelines *pipeline.Manager
+	Previews  *preview.Manager
+	// WakeKey authenticates the ingress's requests to wake a sleeping preview (nil: refused).
+	WakeKey []byte
 }
 
 // Server serves the API.
@@ -129,6 +136,8 @@ func New(o Options) *Server {
 	s.handle("GET "+p+"/analytics", s.admin(s.analyticsReport))
 	s.handle("GET "+p+"/analytics/settings", s.analyticsSettings)
 	s.handle("PUT "+p+"/analytics/settings", s.admin(s.setAnalyticsSettings))
+	s.pipelineRoutes()
+	s.previewRoutes()
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path, "")
 	}
@@ -189,8 +198,8 @@ type recorder struct {
 
 func (r *recorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
 
-// Unwrap lets http.ResponseController reach the connection (flushes and deadlines of the web UI's
-// log streams).
+// Unwrap lets http.ResponseController reach the connection (flushes and deadlines of streamed
+// answers: the web UI's log streams, pipeline logs).
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func clientAddr(r *http.Request) string {

@@ -44,6 +44,11 @@ func (s *Store) secretsFor(caller *User, sc SecretScope, write bool) (kubernetes
 			return nil, "", "", forbidden("only an admin may change admin-wide secrets")
 		}
 		return s.Kube, s.Namespace, AdminSecretName, nil
+	case api.ScopePreview:
+		if write && !caller.Admin {
+			return nil, "", "", forbidden("only an admin may change the secrets previews use")
+		}
+		return s.Kube, s.Namespace, PreviewSecretName, nil
 	case api.ScopeNamespace:
 		if sc.Namespace == "" {
 			return nil, "", "", &InputError{Field: "namespace", Reason: "required for scope namespace"}
@@ -54,7 +59,7 @@ func (s *Store) secretsFor(caller *User, sc SecretScope, write bool) (kubernetes
 		kc, err := s.impersonate(caller.Name)
 		return kc, sc.Namespace, NamespaceSecret, err
 	}
-	return nil, "", "", &InputError{Field: "scope", Reason: "one of user, namespace, admin"}
+	return nil, "", "", &InputError{Field: "scope", Reason: "one of user, namespace, admin, preview"}
 }
 
 // SetSecret stores name=value in scope (resourceVersion-guarded, retried on conflict).
