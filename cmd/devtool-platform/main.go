@@ -22,8 +22,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -140,6 +140,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	builder := fs.String("builder", "", "the hosted BuildKit's address users get (tcp://host:port); needs --builder-ca-dir")
 	builderCADir := fs.String("builder-ca-dir", "", "folder holding ca.crt and ca.key of the builder CA (signs users' BuildKit client certificates)")
 	runnerImage := fs.String("runner-image", "", "the pipeline runner's image (none: no pipelines, no previews)")
+	forwardImage := fs.String("forward-image", "", "the platform's image: runs `forward` beside a pipeline's runner when the builder or registry is on the node's loopback")
 	runnerCA := fs.String("runner-ca-file", "", "a CA (PEM) the runner trusts for https clones besides the system's roots")
 	keepRuns := fs.Int("pipeline-keep-runs", pipeline.DefaultKeepRuns, "runs kept per pipeline, with their logs")
 	logKiB := fs.Int("pipeline-log-kib", pipeline.DefaultLogBytes>>10, "what is kept of a finished run's log: its last KiB")
@@ -233,6 +234,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	pipelines := pipeline.New(pipeline.Options{Store: st, RunnerImage: *runnerImage, KeepRuns: *keepRuns,
 		LogBytes: int64(*logKiB) << 10, CA: runnerCABytes, Domain: *domain, Registry: *registry,
 		IngressClass: *ingressClass, EndpointPort: *endpointPort, Log: log,
+		Builder: *builder, BuilderCA: builderCA, ForwardImage: *forwardImage, Forwards: install.LoopbackForwards(*ns, *builder, *registry),
 		OnFinish: func(ctx context.Context, r *pipeline.Run) { previews.OnRunFinished(ctx, r) }})
 	previews = preview.New(preview.Options{Store: st, Pipelines: pipelines, TTL: *previewTTL, SleepAfter: *previewSleep,
 		WebhookSecret: webhookSecret, Log: log, EndpointURL: func(host, path string) string {

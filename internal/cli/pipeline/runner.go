@@ -52,10 +52,12 @@ func runRunner(ctx context.Context, f *cmdutil.Factory, mount, termLog string) e
 	ca, _ := safefile.Read(caFile, 1<<20)
 	res, runErr := runner.Run(ctx, runner.Options{
 		Spec: spec, CA: ca, CAFile: caFile,
-		APIServer:  "https://" + net.JoinHostPort(host, port),
-		KubeCAFile: filepath.Join(runspec.KubeCADir, runspec.KubeCAFile),
-		TokenFile:  filepath.Join(mount, runspec.TokenFile),
-		WorkDir:    runspec.WorkDir, Devtool: self, Environ: f.Environ, Out: f.IOStreams.Out,
+		APIServer:   "https://" + net.JoinHostPort(host, port),
+		KubeCAFile:  filepath.Join(runspec.KubeCADir, runspec.KubeCAFile),
+		TokenFile:   filepath.Join(mount, runspec.TokenFile),
+		BuilderCert: filepath.Join(mount, runspec.BuilderCertFile), BuilderKey: filepath.Join(mount, runspec.BuilderKeyFile),
+		BuilderCA: filepath.Join(mount, runspec.BuilderCAFile),
+		WorkDir:   runspec.WorkDir, Devtool: self, Environ: f.Environ, Out: f.IOStreams.Out,
 	})
 	if err := writeResult(termLog, res); err != nil {
 		fmt.Fprintf(f.IOStreams.ErrOut, "warning: the run's result was not written to %s: %v\n", termLog, err)

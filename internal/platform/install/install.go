@@ -229,7 +229,7 @@ func Install(ctx context.Context, o Options) (*Result, error) {
 	}
 	sa := ServeArgs{Namespace: o.Namespace, APIServer: o.APIServer, Domain: o.Domain, Analytics: o.Analytics, IngressClass: o.IngressClass,
 		EndpointPort: endpointPort, ConfigHash: hashOf(platformTLS.Data, authData, webhook), MinCLIVersion: o.MinCLIVersion, ExternalURL: url,
-		RunnerImage: runnerImage, PreviewTTL: o.PreviewTTL, PreviewSleep: o.PreviewSleep}
+		RunnerImage: runnerImage, ForwardImage: image, PreviewTTL: o.PreviewTTL, PreviewSleep: o.PreviewSleep}
 	if o.ExternalURL != "" {
 		sa.ExternalURL = strings.TrimSuffix(o.ExternalURL, "/")
 	}

@@ -234,7 +234,10 @@ type ServeArgs struct {
 	Builder   string
 	BuilderCA bool
 	// RunnerImage enables pipelines; PreviewTTL and PreviewSleep are the previews' idle limits.
-	RunnerImage              string
+	RunnerImage string
+	// ForwardImage is the platform's image, run beside a pipeline's runner for the build
+	// service's loopback addresses (serve --forward-image).
+	ForwardImage             string
 	PreviewTTL, PreviewSleep string
 }
 
@@ -274,6 +277,9 @@ func workload(ns, image string, replicas int32, a ServeArgs) []any {
 	}
 	if a.RunnerImage != "" {
 		args = append(args, "--runner-image", a.RunnerImage, "--runner-ca-file", "/tls/ca.crt")
+		if a.ForwardImage != "" {
+			args = append(args, "--forward-image", a.ForwardImage)
+		}
 	}
 	args = append(args, "--webhook-secret-file", "/webhook/"+WebhookSecretKey, "--wake-key-file", "/webhook/"+WakeKey)
 	if a.PreviewTTL != "" {

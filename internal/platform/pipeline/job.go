@@ -35,6 +35,20 @@ func (m *Manager) job(r *Run) *batchv1.Job {
 	ttl := jobTTL
 	mode := int32(0o440)
 	labels := runLabels(r)
+	var sidecars []corev1.Container
+	if len(m.o.Forwards) > 0 && m.o.ForwardImage != "" {
+		// the builder's and registry's loopback addresses, relayed to their Services (a native
+		// sidecar: started before the runner, stopped when it ends, the Job's result the runner's)
+		always := corev1.ContainerRestartPolicyAlways
+		sidecars = append(sidecars, corev1.Container{
+			Name: "forward", Image: m.o.ForwardImage, ImagePullPolicy: corev1.PullIfNotPresent,
+			Args: append([]string{"forward"}, m.o.Forwards...), RestartPolicy: &always,
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
+			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+		})
+	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: r.Job, Namespace: r.Namespace, Labels: labels,
@@ -51,6 +65,7 @@ func (m *Manager) job(r *Run) *batchv1.Job {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
+					InitContainers:               sidecars,
 					AutomountServiceAccountToken: &no,
 					EnableServiceLinks:           &no,
 					SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid,

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/pki"
 	"github.com/devtool/devtool/internal/platform/store"
 )
 
@@ -46,8 +47,20 @@ type Options struct {
 	// (endpoints' host names, class and port; images).
 	Domain, Registry, IngressClass string
 	EndpointPort                   int
-	Log                            *slog.Logger
-	Now                            func() time.Time
+	// Builder is the hosted BuildKit (tcp://host:port) and BuilderCA the CA that signs its clients'
+	// certificates: each run gets a client certificate for its user, sized to its timeout, and
+	// builds there (Registry is then the hosted registry, pushed to with the user's token). Both
+	// or neither.
+	Builder   string
+	BuilderCA *pki.CA
+	// Forwards are `devtool-platform forward` rules (LISTEN=TO) for the addresses that mean
+	// something else in a pod than on the node (the local cluster's loopback node ports of the
+	// builder and registry: install.LoopbackForwards); ForwardImage (the platform's image) runs
+	// them as the Job's sidecar. None: no sidecar.
+	Forwards     []string
+	ForwardImage string
+	Log          *slog.Logger
+	Now          func() time.Time
 	// OnFinish is called by the leader once a run finished and was recorded (previews hook here).
 	OnFinish func(context.Context, *Run)
 }

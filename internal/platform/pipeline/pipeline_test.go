@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/pki"
 	"github.com/devtool/devtool/internal/platform/runspec"
 	"github.com/devtool/devtool/internal/platform/store"
 )
@@ -39,7 +42,7 @@ type fixture struct {
 	ctx   context.Context
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	t.Helper()
 	kc := kfake.NewClientset()
 	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
@@ -57,7 +60,11 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	m := New(Options{Store: st, RunnerImage: "registry.local/runner:1", CA: []byte("CA PEM"), KeepRuns: 3})
+	o := Options{Store: st, RunnerImage: "registry.local/runner:1", CA: []byte("CA PEM"), KeepRuns: 3}
+	for _, f := range opts {
+		f(&o)
+	}
+	m := New(o)
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +220,76 @@ func TestSubmitRunsAsTheUserAndOneAtATime(t *testing.T) {
 	failed := f.m.cached("alice", "shop", 2)
 	if failed.Phase != api.PhaseFailed || failed.FailedStep != api.StepDestroy || failed.Message != "error: boom" || failed.ExitCode != 1 {
 		t.Fatalf("failed run %+v", failed.API())
+	}
+}
+
+// TestSubmitHostedBuild: on a platform with a build service, the run's Secret holds a client
+// certificate of the builder CA for the run's user (valid as long as the run's token), the spec
+// names the builder and registry, and the Job runs the loopback relay as a native sidecar.
+func TestSubmitHostedBuild(t *testing.T) {
+	now := time.Now()
+	ca, _, err := pki.NewCA("builder CA", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forwards := []string{"127.0.0.1:31234=devtool-buildkit.devtool-system.svc.cluster.local:1234"}
+	f := newFixture(t, func(o *Options) {
+		o.Builder, o.BuilderCA, o.Registry = "tcp://127.0.0.1:31234", ca, "127.0.0.1:31500"
+		o.Forwards, o.ForwardImage = forwards, "registry.local/platform:1"
+	})
+	r, err := f.m.Submit(f.ctx, f.alice, "alice", api.PipelineRequest{Name: "web", Repository: "https://x.example/web", TimeoutSeconds: 3600}, SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := f.kc.CoreV1().Secrets("alice").Get(f.ctx, r.Job, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec runspec.Spec
+	if err := json.Unmarshal(sec.Data[runspec.SpecFile], &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.Builder != "tcp://127.0.0.1:31234" || spec.Registry != "127.0.0.1:31500" {
+		t.Fatalf("spec: builder %q registry %q", spec.Builder, spec.Registry)
+	}
+	cert, err := pki.ParseCertificate(sec.Data[runspec.BuilderCertFile])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("the run's certificate is not the builder CA's: %v", err)
+	}
+	if cert.Subject.CommonName != "alice" || cert.NotAfter.Before(now.Add(time.Hour)) || cert.NotAfter.After(now.Add(2*time.Hour)) {
+		t.Fatalf("certificate for %q until %s (the run: 1h)", cert.Subject.CommonName, cert.NotAfter)
+	}
+	if _, err := tls.X509KeyPair(sec.Data[runspec.BuilderCertFile], sec.Data[runspec.BuilderKeyFile]); err != nil {
+		t.Fatalf("certificate and key: %v", err)
+	}
+	if string(sec.Data[runspec.BuilderCAFile]) != string(ca.CertPEM) {
+		t.Fatal("the Secret's builder CA is not the platform's")
+	}
+	job, err := f.kc.BatchV1().Jobs("alice").Get(f.ctx, r.Job, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ics := job.Spec.Template.Spec.InitContainers
+	if len(ics) != 1 || ics[0].Image != "registry.local/platform:1" || ics[0].RestartPolicy == nil ||
+		*ics[0].RestartPolicy != corev1.ContainerRestartPolicyAlways || strings.Join(ics[0].Args, " ") != "forward "+forwards[0] {
+		t.Fatalf("the Job's sidecars: %+v", ics)
+	}
+
+	// without a build service: no certificate, no sidecar
+	g := newFixture(t)
+	r, err = g.m.Submit(g.ctx, g.alice, "alice", api.PipelineRequest{Name: "web", Repository: "https://x.example/web"}, SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, _ = g.kc.CoreV1().Secrets("alice").Get(g.ctx, r.Job, metav1.GetOptions{})
+	job, _ = g.kc.BatchV1().Jobs("alice").Get(g.ctx, r.Job, metav1.GetOptions{})
+	if _, ok := sec.Data[runspec.BuilderCertFile]; ok || len(job.Spec.Template.Spec.InitContainers) != 0 {
+		t.Fatalf("a run without a build service got a certificate or a sidecar")
 	}
 }
 

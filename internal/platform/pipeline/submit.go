@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/devtool/devtool/internal/platform/api"
+	"github.com/devtool/devtool/internal/platform/pki"
 	"github.com/devtool/devtool/internal/platform/runspec"
 	"github.com/devtool/devtool/internal/platform/store"
 )
@@ -262,6 +263,21 @@ func (m *Manager) start(ctx context.Context, kc kubernetes.Interface, r *Run, re
 		Repository: r.Repository, Branch: r.Branch, File: r.File, Volumes: r.Volumes,
 		Deadline: r.Created.Add(time.Duration(r.TimeoutSeconds) * time.Second), Secrets: so.Secrets,
 		ClusterDomain: m.o.Domain, Registry: m.o.Registry, IngressClass: m.o.IngressClass, EndpointPort: m.o.EndpointPort}
+	files := map[string][]byte{runspec.TokenFile: []byte(tok.Status.Token), runspec.CAFile: m.o.CA}
+	if m.o.Builder != "" && m.o.BuilderCA != nil {
+		// the hosted BuildKit's client certificate for the run's user, as the CLI gets one
+		// (POST /builder/credentials), living as long as the run's token
+		key, csr, err := pki.NewClientKey(r.User)
+		if err != nil {
+			return nil, fmt.Errorf("the run's build service key: %w", err)
+		}
+		cert, _, err := m.o.BuilderCA.SignClient(csr, r.User, m.o.Now(), life)
+		if err != nil {
+			return nil, fmt.Errorf("the run's build service certificate: %w", err)
+		}
+		files[runspec.BuilderCertFile], files[runspec.BuilderKeyFile], files[runspec.BuilderCAFile] = cert, key, m.o.BuilderCA.CertPEM
+		spec.Builder = m.o.Builder
+	}
 	if len(req.Vars) > 0 {
 		spec.Vars = map[string]string{}
 		for _, v := range req.Vars {
@@ -282,11 +298,11 @@ func (m *Manager) start(ctx context.Context, kc kubernetes.Interface, r *Run, re
 	if err != nil {
 		return nil, err
 	}
+	files[runspec.SpecFile] = specJSON
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: r.Job, Namespace: r.Namespace, Labels: runLabels(r)},
 		Type:       corev1.SecretTypeOpaque,
-		Data: map[string][]byte{runspec.SpecFile: specJSON, runspec.TokenFile: []byte(tok.Status.Token),
-			runspec.CAFile: m.o.CA},
+		Data:       files,
 	}
 	_, err = kc.CoreV1().Secrets(r.Namespace).Create(ctx, sec, metav1.CreateOptions{})
 	for wait := 100 * time.Millisecond; so.Trusted && apierrors.IsForbidden(err) && wait < 5*time.Second; wait *= 2 {

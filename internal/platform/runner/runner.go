@@ -13,6 +13,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +41,10 @@ type Options struct {
 	// APIServer is the Kubernetes API's address (https://host:port), KubeCAFile its CA file and
 	// TokenFile the user's token.
 	APIServer, KubeCAFile, TokenFile string
-	// WorkDir receives the clone (WorkDir/src) and the kubeconfig.
+	// BuilderCert, BuilderKey and BuilderCA are the files of the hosted BuildKit's client
+	// certificate, its key and its CA (used when Spec.Builder is set).
+	BuilderCert, BuilderKey, BuilderCA string
+	// WorkDir receives the clone (WorkDir/src), the kubeconfig and the Docker config.
 	WorkDir string
 	// Devtool is the devtool binary that deploys (this one).
 	Devtool string
@@ -132,7 +137,14 @@ func Run(ctx context.Context, o Options) (res runspec.Result, err error) {
 	if s.File != "" {
 		dir = filepath.Dir(filepath.Join(src, filepath.FromSlash(s.File)))
 	}
-	env := buildEnv(o.Environ, kubeconfig, s, dotEnvNames(filepath.Join(dir, ".env")))
+	hosted, err := hostedBuildEnv(o, s, strings.TrimSpace(string(token)))
+	if err != nil {
+		return fail(ctx, res, step, tail, err, mask)
+	}
+	if s.Builder != "" {
+		fmt.Fprintf(out, "==> images are built by the platform's build service (%s) and pushed to %s as %s\n", s.Builder, s.Registry, s.User)
+	}
+	env := buildEnv(o.Environ, kubeconfig, s, dotEnvNames(filepath.Join(dir, ".env")), hosted)
 	if o.CAFile != "" {
 		env = append(env, "DEVTOOL_RUNNER_CA_FILE="+o.CAFile)
 	}
@@ -226,7 +238,7 @@ func printable(args []string, s runspec.Spec) []string {
 // buildEnv is the deploy's environment: the runner's own, the kubeconfig, no prompts, then the
 // stored secrets the project's .env does not set (shell > .env > stored secrets; the run's
 // variables come as --var, above all).
-func buildEnv(base []string, kubeconfig string, s runspec.Spec, dotEnv map[string]bool) []string {
+func buildEnv(base []string, kubeconfig string, s runspec.Spec, dotEnv map[string]bool, hosted []string) []string {
 	set := map[string]string{}
 	var order []string
 	add := func(k, v string) {
@@ -262,6 +274,10 @@ func buildEnv(base []string, kubeconfig string, s runspec.Spec, dotEnv map[strin
 	if s.EndpointPort != 0 {
 		add("DEVTOOL_ENDPOINT_PORT", strconv.Itoa(s.EndpointPort))
 	}
+	for _, kv := range hosted {
+		k, v, _ := strings.Cut(kv, "=")
+		add(k, v)
+	}
 	add("KUBECONFIG", kubeconfig)
 	add("GIT_TERMINAL_PROMPT", "0")
 	add("DEVTOOL_PIPELINE", s.Name)
@@ -270,6 +286,38 @@ func buildEnv(base []string, kubeconfig string, s runspec.Spec, dotEnv map[strin
 		out = append(out, k+"="+set[k])
 	}
 	return out
+}
+
+// hostedBuildEnv is the environment of a run on a platform with a hosted build service: BUILDKIT_HOST
+// the platform's BuildKit with DEVTOOL_BUILDKIT_CERT/KEY/CA (the client certificate the platform
+// signed for the run's user), and DOCKER_CONFIG a Docker config (written in WorkDir, 0600) whose
+// credentials for the platform's registry are the user's token, so the registry lets the run push
+// only where the user may. None without a builder.
+func hostedBuildEnv(o Options, s runspec.Spec, token string) ([]string, error) {
+	if s.Builder == "" {
+		return nil, nil
+	}
+	if o.BuilderCert == "" || o.BuilderKey == "" || o.BuilderCA == "" {
+		return nil, errors.New("the platform named a build service but gave no client certificate for it")
+	}
+	env := []string{"BUILDKIT_HOST=" + s.Builder, "DEVTOOL_BUILDKIT_CERT=" + o.BuilderCert,
+		"DEVTOOL_BUILDKIT_KEY=" + o.BuilderKey, "DEVTOOL_BUILDKIT_CA=" + o.BuilderCA}
+	if s.Registry == "" {
+		return env, nil
+	}
+	dir := filepath.Join(o.WorkDir, ".docker")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte(s.User + ":" + token))
+	cfg, err := json.Marshal(map[string]any{"auths": map[string]any{s.Registry: map[string]string{"auth": auth}}})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600); err != nil {
+		return nil, fmt.Errorf("writing the registry's credentials: %w", err)
+	}
+	return append(env, "DOCKER_CONFIG="+dir), nil
 }
 
 // dotEnvNames reads the names a .env file sets (NAME=..., export NAME=...); none when it is absent.

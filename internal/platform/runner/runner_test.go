@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -138,6 +140,7 @@ const fakeDevtool = `#!/bin/sh
 echo "args: $*"
 echo "MODE=$MODE FROM_ENV=$FROM_ENV STORED=$STORED KUBECONFIG=$KUBECONFIG"
 echo "printing the stored secret: $STORED"
+echo "BUILDKIT_HOST=$BUILDKIT_HOST CERT=$DEVTOOL_BUILDKIT_CERT KEY=$DEVTOOL_BUILDKIT_KEY CA=$DEVTOOL_BUILDKIT_CA DOCKER_CONFIG=$DOCKER_CONFIG REGISTRY=$DEVTOOL_REGISTRY"
 [ -f SLEEP ] && sleep 30
 if [ -f FAIL ]; then echo "step output line 1"; echo "error: the deploy failed" >&2; exit 3; fi
 exit 0
@@ -197,6 +200,45 @@ func TestRunDeploys(t *testing.T) {
 	kc, err := os.ReadFile(filepath.Join(o.WorkDir, ".kube", "config"))
 	if err != nil || !strings.Contains(string(kc), `tokenFile: "`+o.TokenFile+`"`) || !strings.Contains(string(kc), `server: "https://10.97.0.1:443"`) {
 		t.Fatalf("kubeconfig: %s %v", kc, err)
+	}
+}
+
+// TestRunHostedBuild: with a builder in the spec, devtool gets BUILDKIT_HOST, the certificate's
+// files and a Docker config (0600) whose only credentials are the user's token for the platform's
+// registry (the token never in the log); a shell's BUILDKIT_HOST does not win over the platform's.
+func TestRunHostedBuild(t *testing.T) {
+	o, out := runSpec(t, map[string]string{"devtool.yml": "name: app\n"})
+	o.Spec.Builder, o.Spec.Registry = "tcp://127.0.0.1:31234", "127.0.0.1:31500"
+	o.BuilderCert, o.BuilderKey, o.BuilderCA = "/run/builder.crt", "/run/builder.key", "/run/builder-ca.crt"
+	o.Environ = append(o.Environ, "BUILDKIT_HOST=tcp://elsewhere:1234")
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	dc := filepath.Join(o.WorkDir, ".docker")
+	want := "BUILDKIT_HOST=tcp://127.0.0.1:31234 CERT=/run/builder.crt KEY=/run/builder.key CA=/run/builder-ca.crt DOCKER_CONFIG=" + dc + " REGISTRY=127.0.0.1:31500"
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "built by the platform's build service (tcp://127.0.0.1:31234) and pushed to 127.0.0.1:31500 as alice") {
+		t.Fatalf("the log lacks %q:\n%s", want, out)
+	}
+	fi, err := os.Stat(filepath.Join(dc, "config.json"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("docker config: %v %v", fi, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dc, "config.json"))
+	var cfg struct {
+		Auths map[string]struct{ Auth string } `json:"auths"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil || len(cfg.Auths) != 1 {
+		t.Fatalf("docker config %s: %v", b, err)
+	}
+	if a, _ := base64.StdEncoding.DecodeString(cfg.Auths["127.0.0.1:31500"].Auth); string(a) != "alice:kube-token-value" {
+		t.Fatalf("registry credentials %q", a)
+	}
+
+	// a builder without certificate files is a failed step, not a build without mTLS
+	o, _ = runSpec(t, map[string]string{"devtool.yml": "name: app\n"})
+	o.Spec.Builder = "tcp://127.0.0.1:31234"
+	if res, err := Run(context.Background(), o); err == nil || res.Step != "deploy" || !strings.Contains(err.Error(), "no client certificate") {
+		t.Fatalf("err %v, result %+v", err, res)
 	}
 }
 

@@ -20,6 +20,12 @@ const (
 	SpecFile  = "run.json"
 	TokenFile = "token" // the triggering user's Kubernetes token (a TokenRequest sized to the timeout)
 	CAFile    = "ca.crt"
+	// BuilderCertFile, BuilderKeyFile and BuilderCAFile are, when the platform has a hosted build
+	// service, a client certificate of the builder CA for the run's user, its key and the CA of
+	// BuildKit's certificate (DEVTOOL_BUILDKIT_CERT, _KEY, _CA), sized to the run's timeout.
+	BuilderCertFile = "builder.crt"
+	BuilderKeyFile  = "builder.key"
+	BuilderCAFile   = "builder-ca.crt"
 	// KubeCADir holds the cluster's kube-root-ca.crt ConfigMap (every namespace has it).
 	KubeCADir  = "/var/run/devtool/kube"
 	KubeCAFile = "ca.crt"
@@ -57,6 +63,11 @@ type Spec struct {
 	// endpoints' host names and where images go, as on a platform context.
 	ClusterDomain string `json:"clusterDomain,omitempty"`
 	Registry      string `json:"registry,omitempty"`
+	// Builder is the platform's hosted BuildKit (tcp://host:port; BUILDKIT_HOST with the
+	// BuilderCertFile, BuilderKeyFile and BuilderCAFile of the run's Secret); "" without one.
+	// Registry is then the hosted registry, which the runner authenticates to with the user's token
+	// (a Docker config in WorkDir).
+	Builder string `json:"builder,omitempty"`
 	// IngressClass and EndpointPort are the platform's ingress's (DEVTOOL_INGRESS_CLASS,
 	// DEVTOOL_ENDPOINT_PORT), so the run's endpoints are served as a developer's are.
 	IngressClass string `json:"ingressClass,omitempty"`
