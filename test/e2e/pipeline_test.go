@@ -22,6 +22,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -225,6 +226,41 @@ func TestPipelines(t *testing.T) {
 		if r := p.Runs[0]; r.User != "alice-"+l.suffix || r.Started == nil || r.CloneMillis <= 0 || strings.Join(r.VarNames, ",") != "MODE" {
 			t.Fatalf("run %+v", r)
 		}
+	})
+
+	t.Run("builds on the hosted build service", func(t *testing.T) {
+		if l.info.Builder == "" || l.info.Registry == "" {
+			t.Skip("the platform has no hosted build service")
+		}
+		bb, err := os.ReadFile("/bin/busybox")
+		if err != nil {
+			t.Skipf("busybox-static not installed: %v", err)
+		}
+		marker := "built-in-a-pipeline-" + l.suffix
+		built := l.repo("built", map[string]string{
+			"compose.yml": "services:\n  web:\n    build: .\n    stop_grace_period: 1s\n",
+			"busybox":     string(bb),
+			"Dockerfile": "FROM scratch\nCOPY busybox /bin/busybox\n" +
+				`RUN ["/bin/busybox", "sh", "-c", "/bin/busybox --install -s /bin && echo ` + marker + ` > /marker"]` + "\n" +
+				`CMD ["/bin/sh", "-c", "cat /marker; exec sleep 3600"]` + "\n",
+		}, false)
+		out, _ := alice.in(t).mustRun("pipeline", "deploy", "--repository", built, "--wait")
+		if !strings.Contains(out, "built by the platform's build service ("+l.info.Builder+") and pushed to "+l.info.Registry+" as alice-"+l.suffix) {
+			t.Errorf("the log does not say the build ran on the platform's build service:\n%s", out)
+		}
+		pods, err := l.cluster.Clientset.CoreV1().Pods(aliceNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=web"})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("the built service's pods: %v %v", pods, err)
+		}
+		p := pods.Items[0]
+		if img := p.Spec.Containers[0].Image; !strings.HasPrefix(img, l.info.Registry+"/"+aliceNS+"/") {
+			t.Errorf("the pod runs %s, not an image of the platform's registry in %s", img, aliceNS)
+		}
+		logs, err := l.cluster.Clientset.CoreV1().Pods(aliceNS).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil || !strings.Contains(string(logs), marker) {
+			t.Errorf("the pod does not print what the build's RUN step wrote: %q %v", logs, err)
+		}
+		alice.in(t).mustRun("pipeline", "destroy", "--name", "built", "--wait")
 	})
 
 	t.Run("skip if exists", func(t *testing.T) {
