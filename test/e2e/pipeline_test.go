@@ -240,7 +240,7 @@ func TestPipelines(t *testing.T) {
 		built := l.repo("built", map[string]string{
 			"compose.yml": "services:\n  web:\n    build: .\n    stop_grace_period: 1s\n",
 			"busybox":     string(bb),
-			"Dockerfile": "FROM scratch\nCOPY busybox /bin/busybox\n" +
+			"Dockerfile": "FROM scratch\nCOPY --chmod=755 busybox /bin/busybox\n" + // (the test's repository keeps files 0644)
 				`RUN ["/bin/busybox", "sh", "-c", "/bin/busybox --install -s /bin && echo ` + marker + ` > /marker"]` + "\n" +
 				`CMD ["/bin/sh", "-c", "cat /marker; exec sleep 3600"]` + "\n",
 		}, false)
