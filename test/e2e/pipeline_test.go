@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -261,6 +263,23 @@ func TestPipelines(t *testing.T) {
 			t.Errorf("the pod does not print what the build's RUN step wrote: %q %v", logs, err)
 		}
 		alice.in(t).mustRun("pipeline", "destroy", "--name", "built", "--wait")
+
+		// the run pushes with alice's rights: not into bob's repositories
+		stolen := l.info.Registry + "/" + bobNS + "/stolen:1"
+		steal := l.repo("steal", map[string]string{
+			"compose.yml": "services:\n  web:\n    build: .\n    image: " + stolen + "\n",
+			"busybox":     string(bb),
+			"Dockerfile":  "FROM scratch\nCOPY --chmod=755 busybox /bin/busybox\nCMD [\"/bin/busybox\", \"sleep\", \"3600\"]\n",
+		}, false)
+		out, errOut, err := alice.in(t).run("pipeline", "deploy", "--repository", steal, "--wait")
+		if exitCode(err) != 1 || !strings.Contains(errOut, "failed in step deploy") || !strings.Contains(out, "may not push to "+bobNS+"/stolen") {
+			t.Fatalf("a push into bob's repository: exit %d\n%s%s", exitCode(err), out, errOut)
+		}
+		if r, err := name.ParseReference(stolen, name.Insecure); err != nil {
+			t.Fatal(err)
+		} else if _, err := remote.Head(r, remote.WithContext(ctx)); err == nil {
+			t.Fatalf("the run pushed %s into bob's repository", stolen)
+		}
 	})
 
 	t.Run("skip if exists", func(t *testing.T) {
