@@ -302,12 +302,41 @@ func (m *Manager) LatestRun(ns, name string) *Run {
 // Forget deletes the records of every run of pipeline name in ns (their token anchors go with
 // them): for a namespace that is gone, as a removed preview's.
 func (m *Manager) Forget(ctx context.Context, ns, name string) error {
-	sel := labels.SelectorFromSet(labels.Set{LabelNamespace: ns, LabelPipeline: name}).String()
-	err := m.o.Store.Dyn.Resource(RunResource).Namespace(m.o.Store.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting the runs of pipeline %s in %s: %w", name, ns, err)
+	runs, err := m.liveRuns(ctx, ns, name) // (a few: KeepRuns; one by one, as the leader prunes)
+	if err != nil {
+		return err
+	}
+	res := m.o.Store.Dyn.Resource(RunResource).Namespace(m.o.Store.Namespace)
+	for _, r := range runs {
+		if err := res.Delete(ctx, ID(r.Namespace, r.Name, r.Number), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the runs of pipeline %s in %s: %w", name, ns, err)
+		}
 	}
 	return nil
+}
+
+// ForgetOrphans deletes the records of the preview runs whose preview is gone (exists says no)
+// and which finished more than after ago: a removed preview's runs are kept that long, so the
+// `preview destroy` that follows its destroy run reads the run's result. Called by the leader's
+// preview sweep.
+func (m *Manager) ForgetOrphans(ctx context.Context, exists func(preview string) bool, after time.Duration) {
+	objs, err := m.runs.ByNamespace(m.o.Store.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	now := m.o.Now()
+	done := map[[2]string]bool{}
+	for _, o := range objs {
+		r := runFrom(o.(*unstructured.Unstructured))
+		key := [2]string{r.Namespace, r.Name}
+		if r.Preview == "" || done[key] || exists(r.Preview) || !api.Finished(r.Phase) || r.Finished == nil || now.Sub(*r.Finished) < after {
+			continue
+		}
+		done[key] = true
+		if err := m.Forget(ctx, r.Namespace, r.Name); err != nil {
+			m.o.Log.Warn("the runs of a removed preview were not deleted", "preview", r.Preview, "err", err)
+		}
+	}
 }
 
 // update writes r back (resourceVersion-guarded), retrying a conflict on a fresh copy with change

@@ -403,7 +403,7 @@ func (m *Manager) destroy(ctx context.Context, p *Preview, reason string, userAs
 	}
 	if err != nil {
 		m.o.Log.Warn("preview destroyed without its destroy commands", "preview", p.Name, "reason", reason, "err", err)
-		if derr := m.remove(ctx, up); derr != nil {
+		if derr := m.remove(ctx, up, true); derr != nil {
 			return nil, derr
 		}
 	}
@@ -416,12 +416,16 @@ func (m *Manager) destroy(ctx context.Context, p *Preview, reason string, userAs
 }
 
 // remove deletes the preview's namespace and record.
-func (m *Manager) remove(ctx context.Context, p *Preview) error {
+// Its runs' records are forgotten now when forget says so, else by the sweep a minute after they
+// ended (ForgetOrphans), so the `preview destroy` following the destroy run reads its result.
+func (m *Manager) remove(ctx context.Context, p *Preview, forget bool) error {
 	if err := m.o.Store.DeletePreviewNamespace(ctx, p.Namespace); err != nil {
 		return fmt.Errorf("deleting the namespace of preview %s: %w", p.Name, err)
 	}
-	if err := m.o.Pipelines.Forget(ctx, p.Namespace, p.Name); err != nil {
-		m.o.Log.Warn("the runs of a removed preview were not deleted", "preview", p.Name, "err", err)
+	if forget {
+		if err := m.o.Pipelines.Forget(ctx, p.Namespace, p.Name); err != nil {
+			m.o.Log.Warn("the runs of a removed preview were not deleted", "preview", p.Name, "err", err)
+		}
 	}
 	err := m.o.Store.Dyn.Resource(Resource).Namespace(m.o.Store.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -442,7 +446,7 @@ func (m *Manager) OnRunFinished(ctx context.Context, r *pipeline.Run) {
 		return
 	}
 	if r.Action == api.ActionDestroy {
-		if err := m.remove(ctx, p); err != nil {
+		if err := m.remove(ctx, p, false); err != nil {
 			m.o.Log.Warn("preview not removed", "preview", p.Name, "err", err)
 		}
 		return

@@ -62,7 +62,7 @@ func newFixture(t *testing.T) *fixture {
 	f.admin, _ = st.GetUser("admin")
 	f.alice, _ = st.GetUser("alice")
 	f.bob, _ = st.GetUser("bob")
-	f.pl = pipeline.New(pipeline.Options{Store: st, RunnerImage: "runner:1", OnFinish: func(ctx context.Context, r *pipeline.Run) { f.m.OnRunFinished(ctx, r) }})
+	f.pl = pipeline.New(pipeline.Options{Store: st, RunnerImage: "runner:1", Now: func() time.Time { return f.now }, OnFinish: func(ctx context.Context, r *pipeline.Run) { f.m.OnRunFinished(ctx, r) }})
 	if err := f.pl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +176,17 @@ func TestPersonalAndGlobalPreviews(t *testing.T) {
 		t.Fatalf("the namespace outlived the preview: %v", err)
 	}
 	waitFor(t, func() bool { return f.m.cached("staging") == nil })
+	// its runs are kept a minute (the CLI following the destroy reads its result), then forgotten
+	if r := f.pl.LatestRun("staging", "staging"); r == nil || r.Phase != api.PhaseFailed || r.Action != api.ActionDestroy {
+		t.Fatalf("the destroy run was forgotten at once: %+v", r)
+	}
+	f.m.Sweep(f.ctx)
+	if f.pl.LatestRun("staging", "staging") == nil {
+		t.Fatal("the destroy run was forgotten before its minute")
+	}
+	f.now = f.now.Add(2 * time.Minute)
+	f.m.Sweep(f.ctx)
+	waitFor(t, func() bool { return f.pl.LatestRun("staging", "staging") == nil })
 }
 
 func sign(secret, body []byte) string {

@@ -44,7 +44,7 @@ func (m *Manager) Sweep(ctx context.Context) {
 			r := m.o.Pipelines.LatestRun(p.Namespace, p.Name)
 			runOver := r == nil || (api.Finished(r.Phase) && (r.Finished == nil || now.Sub(*r.Finished) > time.Minute))
 			if runOver || idle > destroyingFor { // OnRunFinished missed it, or the destroy hangs
-				if err := m.remove(ctx, p); err != nil {
+				if err := m.remove(ctx, p, true); err != nil {
 					m.o.Log.Warn("preview not removed", "preview", p.Name, "err", err)
 				}
 			}
@@ -60,7 +60,12 @@ func (m *Manager) Sweep(ctx context.Context) {
 			}
 		}
 	}
+	m.o.Pipelines.ForgetOrphans(ctx, func(name string) bool { return m.cached(name) != nil }, forgetRunsAfter)
 }
+
+// forgetRunsAfter is how long a removed preview's finished runs are kept (for the CLI following
+// its destroy run).
+const forgetRunsAfter = time.Minute
 
 // Endpoints lists the URLs of preview name's Ingresses, read as caller (a member: its creator, or
 // any user for a global one). A sleeping preview is woken (woke says so: its pods are starting).
