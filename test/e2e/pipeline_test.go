@@ -247,7 +247,7 @@ func TestPipelines(t *testing.T) {
 				`CMD ["/bin/sh", "-c", "cat /marker; exec sleep 3600"]` + "\n",
 		}, false)
 		out, _ := alice.in(t).mustRun("pipeline", "deploy", "--repository", built, "--wait")
-		if !strings.Contains(out, "built by the platform's build service ("+l.info.Builder+") and pushed to "+l.info.Registry+" as alice-"+l.suffix) {
+		if !strings.Contains(out, "builder: the platform's build service ("+l.info.Builder+"), images pushed to "+l.info.Registry+" as alice-"+l.suffix) {
 			t.Errorf("the log does not say the build ran on the platform's build service:\n%s", out)
 		}
 		pods, err := l.cluster.Clientset.CoreV1().Pods(aliceNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=web"})

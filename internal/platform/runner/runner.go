@@ -142,7 +142,7 @@ func Run(ctx context.Context, o Options) (res runspec.Result, err error) {
 		return fail(ctx, res, step, tail, err, mask)
 	}
 	if s.Builder != "" {
-		fmt.Fprintf(out, "==> images are built by the platform's build service (%s) and pushed to %s as %s\n", s.Builder, s.Registry, s.User)
+		fmt.Fprintf(out, "==> builder: the platform's build service (%s), images pushed to %s as %s\n", s.Builder, s.Registry, s.User)
 	}
 	env := buildEnv(o.Environ, kubeconfig, s, dotEnvNames(filepath.Join(dir, ".env")), hosted)
 	if o.CAFile != "" {

@@ -216,7 +216,7 @@ func TestRunHostedBuild(t *testing.T) {
 	}
 	dc := filepath.Join(o.WorkDir, ".docker")
 	want := "BUILDKIT_HOST=tcp://127.0.0.1:31234 CERT=/run/builder.crt KEY=/run/builder.key CA=/run/builder-ca.crt DOCKER_CONFIG=" + dc + " REGISTRY=127.0.0.1:31500"
-	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "built by the platform's build service (tcp://127.0.0.1:31234) and pushed to 127.0.0.1:31500 as alice") {
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "builder: the platform's build service (tcp://127.0.0.1:31234), images pushed to 127.0.0.1:31500 as alice") {
 		t.Fatalf("the log lacks %q:\n%s", want, out)
 	}
 	fi, err := os.Stat(filepath.Join(dc, "config.json"))
