@@ -31,8 +31,11 @@ if [ -z "${DEVTOOL_TEST_KUBECONFIG:-}" ]; then
   export DEVTOOL_TEST_KUBECONFIG=$KUBECONFIG_OUT
 fi
 # The platform server (2 replicas) for the platform's integration and e2e tests: they find it through
-# $STATE/platform-url, platform-ca.crt and platform-admin-token.
-step "platform up"; KUBECONFIG=$DEVTOOL_TEST_KUBECONFIG hack/platform.sh up
+# $STATE/platform-url, platform-ca.crt and platform-admin-token. Previews sleep and expire soon, so that
+# TestPreviews sees both happen (the defaults are hours).
+step "platform up"
+KUBECONFIG=$DEVTOOL_TEST_KUBECONFIG PLATFORM_PREVIEW_SLEEP_AFTER=${PLATFORM_PREVIEW_SLEEP_AFTER:-75s} \
+  PLATFORM_PREVIEW_TTL=${PLATFORM_PREVIEW_TTL:-4m} hack/platform.sh up
 step "integration tests"
 go test -tags integration -count=1 -timeout 40m ./... 2>&1 | tee /tmp/devtool-integration.log
 step "done"
