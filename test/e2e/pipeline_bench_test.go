@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +13,11 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/devtool/devtool/internal/platform/api"
@@ -127,4 +131,101 @@ func TestPipelineDeployBenchmark(t *testing.T) {
 	t.Logf("BENCH pipeline deploy --wait of examples/hello, median of %d rounds: local %.2fs, pipeline %.2fs, ratio %.2f (target <= 1.5); of the pipeline: job start %.2fs, clone %.2fs",
 		rounds, med(local), med(pipeline), med(pipeline)/med(local), med(jobStart), med(clone))
 	t.Logf("rounds: local %v, pipeline %v (job start %v, clone %v, the runner from its start to its end %v)", local, pipeline, jobStart, clone, runner)
+}
+
+// TestPreviewWakeBenchmark: the first request to a sleeping preview (the ingress asks the platform
+// to wake it and holds the request until a pod is ready) against the same pods' plain start (the
+// Deployment scaled from 0 to 1 by hand, then the same request), in the same run, alternating
+// which goes first. Needs a platform whose previews sleep soon (install with
+// PLATFORM_PREVIEW_SLEEP_AFTER=75s, as hack/test.sh does). DEVTOOL_BENCH_ROUNDS, default 2.
+//
+//	DEVTOOL_BENCH=1 go test -tags integration -run TestPreviewWakeBenchmark -v ./test/e2e/
+func TestPreviewWakeBenchmark(t *testing.T) {
+	if os.Getenv("DEVTOOL_BENCH") == "" {
+		t.Skip("a benchmark: set DEVTOOL_BENCH=1")
+	}
+	rounds := 2
+	if n, err := strconv.Atoi(os.Getenv("DEVTOOL_BENCH_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	l := newPipelineLab(t)
+	if l.info.PreviewSleepSeconds <= 0 || l.info.PreviewSleepSeconds > 120 || l.info.IngressClass == "" {
+		t.Skipf("the platform's previews sleep after %ds and its ingress class is %q: install with PLATFORM_PREVIEW_SLEEP_AFTER=75s",
+			l.info.PreviewSleepSeconds, l.info.IngressClass)
+	}
+	ctx := context.Background()
+	alice, _ := l.user("alice", false)
+	repo := l.repo("wake-"+l.suffix, map[string]string{"compose.yml": webCompose}, false)
+	ns := "wake-" + l.suffix + "-main"
+	l.namespaces = append(l.namespaces, ns)
+	alice.mustRun("preview", "deploy", "--repository", repo, "--branch", "main", "--public", "--wait")
+	defer alice.mustRun("preview", "destroy", ns)
+	url := "https://web-" + ns + "." + l.info.Domain + "/"
+	if l.info.EndpointPort != 0 && l.info.EndpointPort != 443 {
+		url = fmt.Sprintf("https://web-%s.%s:%d/", ns, l.info.Domain, l.info.EndpointPort)
+	}
+	deployments := l.cluster.Clientset.AppsV1().Deployments(ns)
+	asleep := func() {
+		deadline := time.Now().Add(time.Duration(l.info.PreviewSleepSeconds)*time.Second + 3*time.Minute)
+		for {
+			d, err := deployments.Get(ctx, "web", metav1.GetOptions{})
+			pods, perr := l.cluster.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err == nil && perr == nil && d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && len(pods.Items) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the preview %s is not asleep", ns)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	served := func(what string) {
+		if status, body := l.get(t, url); status != http.StatusOK || !strings.Contains(body, "hello from a preview") {
+			t.Fatalf("%s: %d %q", what, status, body)
+		}
+	}
+	wake := func() time.Duration {
+		asleep()
+		start := time.Now()
+		served("the first request to the sleeping preview")
+		return time.Since(start)
+	}
+	plain := func() time.Duration {
+		asleep()
+		start := time.Now()
+		if _, err := deployments.UpdateScale(ctx, "web", &autoscalingv1.Scale{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 1},
+		}, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			d, err := deployments.Get(ctx, "web", metav1.GetOptions{})
+			if err == nil && d.Status.ReadyReplicas >= 1 {
+				break
+			}
+			if time.Since(start) > 3*time.Minute {
+				t.Fatal("the scaled Deployment has no ready pod after 3m")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		served("the first request after a plain start")
+		return time.Since(start)
+	}
+	var woken, started []time.Duration
+	for i := 0; i < rounds; i++ {
+		if i%2 == 0 {
+			woken = append(woken, wake())
+			started = append(started, plain())
+		} else {
+			started = append(started, plain())
+			woken = append(woken, wake())
+		}
+	}
+	med := func(ds []time.Duration) float64 {
+		s := append([]time.Duration(nil), ds...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[len(s)/2].Seconds()
+	}
+	t.Logf("BENCH first request to a sleeping preview vs a plain start of the same pods (scale 0->1, ready, the same request), median of %d rounds: woken %.2fs, plain %.2fs, ratio %.2f; rounds: woken %v, plain %v",
+		rounds, med(woken), med(started), med(woken)/med(started), woken, started)
 }
