@@ -8,10 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -100,6 +102,10 @@ func TestSIGINTStopsLongWork(t *testing.T) {
 	}
 
 	kubeconfig := writeKubeconfig(t, filepath.Join(root, "kubeconfig"), "") // 127.0.0.1:1: nothing is contacted
+	// The commands that go on to the cluster once the file is loaded meet an API server that accepts
+	// and never answers: loading 10,000 services can take less than the delay on a quiet machine,
+	// and the signal must then find the command waiting on the cluster, not already failed.
+	silent := writeSilentKubeconfig(t, filepath.Join(root, "kubeconfig-silent"))
 
 	for _, c := range []struct {
 		name  string
@@ -107,29 +113,35 @@ func TestSIGINTStopsLongWork(t *testing.T) {
 		args  []string
 		delay time.Duration
 		sig   []os.Signal // default: one SIGINT
+		kube  string      // default: the kubeconfig of 127.0.0.1:1
 	}{
-		{"deploy --dry-run of 10,000 services, early (loading)", huge, []string{"deploy", "--dry-run", "-n", "dev"}, 300 * time.Millisecond, nil},
-		{"deploy --dry-run of 10,000 services, later (translating or printing)", huge, []string{"deploy", "--dry-run", "-n", "dev"}, 1500 * time.Millisecond, nil},
-		{"deploy --dry-run hashing a huge build context", ctxProject, []string{"deploy", "--dry-run", "-n", "dev"}, 700 * time.Millisecond, nil},
-		{"build hashing a huge build context", filepath.Join(ctxProject, "app"), []string{"build", "-f", "Dockerfile", "-n", "dev"}, 700 * time.Millisecond, nil},
-		{"init scanning a big folder", scan, []string{"init"}, 700 * time.Millisecond, nil},
+		{"deploy --dry-run of 10,000 services, early (loading)", huge, []string{"deploy", "--dry-run", "-n", "dev"}, 300 * time.Millisecond, nil, ""},
+		{"deploy --dry-run of 10,000 services, later (translating or printing)", huge, []string{"deploy", "--dry-run", "-n", "dev"}, 1500 * time.Millisecond, nil, ""},
+		{"deploy --dry-run hashing a huge build context", ctxProject, []string{"deploy", "--dry-run", "-n", "dev"}, 700 * time.Millisecond, nil, ""},
+		{"build hashing a huge build context", filepath.Join(ctxProject, "app"), []string{"build", "-f", "Dockerfile", "-n", "dev"}, 700 * time.Millisecond, nil, ""},
+		{"init scanning a big folder", scan, []string{"init"}, 700 * time.Millisecond, nil, ""},
 		// Commands that load the environment before reaching the cluster (127.0.0.1:1 here).
-		{"SIGTERM during deploy --dry-run", huge, []string{"deploy", "--dry-run", "-n", "dev"}, 1000 * time.Millisecond, []os.Signal{syscall.SIGTERM}},
-		{"two Ctrl-C during deploy --dry-run", huge, []string{"deploy", "--dry-run", "-n", "dev"}, 1000 * time.Millisecond, []os.Signal{syscall.SIGINT, syscall.SIGINT}},
-		{"endpoints loading 10,000 services", huge, []string{"endpoints", "-n", "dev"}, 300 * time.Millisecond, nil},
-		{"logs loading 10,000 services", huge, []string{"logs", "-n", "dev"}, 300 * time.Millisecond, nil},
-		{"destroy loading 10,000 services", huge, []string{"destroy", "-n", "dev"}, 300 * time.Millisecond, nil},
-		{"build loading 10,000 services", huge, []string{"build", "-n", "dev"}, 300 * time.Millisecond, nil},
-		{"up loading 10,000 services", huge, []string{"up", "s1", "-n", "dev"}, 300 * time.Millisecond, nil},
-		{"down loading 10,000 services", huge, []string{"down", "s1", "-n", "dev"}, 300 * time.Millisecond, nil},
-		{"exec loading 10,000 services", huge, []string{"exec", "s1", "-n", "dev", "--", "true"}, 300 * time.Millisecond, nil},
+		{"SIGTERM during deploy --dry-run", huge, []string{"deploy", "--dry-run", "-n", "dev"}, 1000 * time.Millisecond, []os.Signal{syscall.SIGTERM}, ""},
+		{"two Ctrl-C during deploy --dry-run", huge, []string{"deploy", "--dry-run", "-n", "dev"}, 1000 * time.Millisecond, []os.Signal{syscall.SIGINT, syscall.SIGINT}, ""},
+		{"endpoints loading 10,000 services", huge, []string{"endpoints", "-n", "dev"}, 300 * time.Millisecond, nil, silent},
+		{"logs loading 10,000 services", huge, []string{"logs", "-n", "dev"}, 300 * time.Millisecond, nil, silent},
+		{"destroy loading 10,000 services", huge, []string{"destroy", "-n", "dev"}, 300 * time.Millisecond, nil, silent},
+		// build of the huge file reaches nothing after loading (it has no build section): its
+		// Ctrl-C is the hashing case above, and loading is deploy's "early" case.
+		{"up loading 10,000 services", huge, []string{"up", "s1", "-n", "dev"}, 300 * time.Millisecond, nil, silent},
+		{"down loading 10,000 services", huge, []string{"down", "s1", "-n", "dev"}, 300 * time.Millisecond, nil, silent},
+		{"exec loading 10,000 services", huge, []string{"exec", "s1", "-n", "dev", "--", "true"}, 300 * time.Millisecond, nil, silent},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// A signal that lands before main has installed its handler kills the process by the
 			// signal (Go's default): on a loaded machine the binary can take longer than the delay
 			// to start. That is not the behaviour under test, so such a run is repeated later.
 			for attempt, delay := 1, c.delay; ; attempt, delay = attempt+1, delay*2 {
-				if runInterruptCase(t, bin, c.dir, c.args, delay, c.sig, kubeconfig) {
+				kube := kubeconfig
+				if c.kube != "" {
+					kube = c.kube
+				}
+				if runInterruptCase(t, bin, c.dir, c.args, delay, c.sig, kube) {
 					return
 				}
 				if attempt == 4 {
@@ -200,4 +212,43 @@ func runInterruptCase(t *testing.T, bin, dir string, args []string, delay time.D
 		t.Errorf("took %v to stop after SIGINT (issue 12 asks for a second)", stop)
 	}
 	return true
+}
+
+// writeSilentKubeconfig writes a kubeconfig whose API server is a loopback listener that accepts
+// connections and never answers (each is held until the test ends, then closed with the listener).
+func writeSilentKubeconfig(t *testing.T, p string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	write(t, p, "apiVersion: v1\nkind: Config\ncurrent-context: local\n"+
+		"clusters:\n- name: local\n  cluster:\n    server: https://"+ln.Addr().String()+"\n    insecure-skip-tls-verify: true\n"+
+		"contexts:\n- name: local\n  context:\n    cluster: local\n    user: me\n    namespace: dev\n"+
+		"users:\n- name: me\n  user:\n    token: x\n")
+	return p
 }
