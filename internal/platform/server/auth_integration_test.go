@@ -260,6 +260,9 @@ func TestPlatformRoutesWrongUser(t *testing.T) {
 	var aliceTok api.Token
 	_ = json.Unmarshal(p.want(p.do(p.url, "POST", "/tokens", aliceU.Token, api.CreateTokenRequest{Name: "keep"}), 201, "alice's token").body, &aliceTok)
 	p.want(p.do(p.url, "PUT", "/secrets/KEY?scope=namespace&namespace="+alice, aliceU.Token, api.SecretValue{Value: "v"}), 200, "alice's namespace secret")
+	// alice's pipeline "p" (run 1; its clone fails: nothing answers on 127.0.0.1:1).
+	p.want(p.do(p.url, "POST", "/namespaces/"+alice+"/pipelines", aliceU.Token,
+		api.PipelineRequest{Name: "p", Repository: "https://127.0.0.1:1/r.git"}), 201, "alice's pipeline")
 
 	cases := []struct {
 		method, path string
@@ -285,6 +288,17 @@ func TestPlatformRoutesWrongUser(t *testing.T) {
 		{"POST", "/users/" + alice + "/unlock", nil, 403},
 		{"GET", "/analytics", nil, 403},
 		{"PUT", "/analytics/settings", map[string]bool{"enabled": true}, 403},
+		{"POST", "/namespaces/" + alice + "/pipelines", api.PipelineRequest{Name: "p", Repository: "https://127.0.0.1:1/r.git"}, 404},
+		{"GET", "/namespaces/" + alice + "/pipelines", nil, 404},
+		{"GET", "/namespaces/" + alice + "/pipelines/p", nil, 404},
+		{"GET", "/namespaces/" + alice + "/pipelines/p/runs/1", nil, 404},
+		{"GET", "/namespaces/" + alice + "/pipelines/p/runs/1/log", nil, 404},
+		// Previews on what is not bob's (a real personal preview of alice's: TestPreviews, e2e).
+		{"POST", "/previews", api.PreviewRequest{Name: "g-" + s, Repository: "https://127.0.0.1:1/r.git", Scope: "global"}, 403},
+		{"GET", "/previews/" + alice, nil, 404},
+		{"DELETE", "/previews/" + alice, nil, 404},
+		{"GET", "/previews/" + alice + "/endpoints", nil, 404},
+		{"POST", "/previews/" + alice + "/wake", nil, 404},
 	}
 	for _, tc := range cases {
 		r := p.do(p.url, tc.method, tc.path, bobU.Token, tc.body)
@@ -300,6 +314,9 @@ func TestPlatformRoutesWrongUser(t *testing.T) {
 		if tk.Owner != bob {
 			t.Errorf("bob's token list holds %+v", tk)
 		}
+	}
+	if r := p.want(p.do(p.url, "GET", "/previews", bobU.Token, nil), 200, "bob's previews"); strings.Contains(string(r.body), alice) {
+		t.Errorf("bob's previews name alice's: %s", r.body)
 	}
 	var me api.User
 	_ = json.Unmarshal(p.want(p.do(p.url, "GET", "/me", bobU.Token, nil), 200, "bob's me").body, &me)
@@ -318,7 +335,7 @@ func TestPlatformRoutesWrongUser(t *testing.T) {
 	// or in TestPlatformOnCluster (checked by name, so a new route fails until it is added).
 	// builder/credentials signs a certificate naming the caller only (pushes are checked by the
 	// registry with the user's own Kubernetes token: TestPlatformHostedBuild).
-	covered := regexp.MustCompile(`^(GET|POST|PUT|DELETE) /api/v1/(info|me|me/password|login|oauth/token|oauth/device|users|users/\{name\}|users/\{name\}/password|users/\{name\}/unlock|analytics|analytics/settings|tokens|tokens/\{id\}|namespaces|namespaces/\{name\}|namespaces/\{name\}/members/\{user\}|kubetoken|builder/credentials|secrets|secrets/values|secrets/\{name\})$`)
+	covered := regexp.MustCompile(`^(GET|POST|PUT|DELETE) /api/v1/(info|me|me/password|login|oauth/token|oauth/device|users|users/\{name\}|users/\{name\}/password|users/\{name\}/unlock|analytics|analytics/settings|tokens|tokens/\{id\}|namespaces|namespaces/\{name\}|namespaces/\{name\}/members/\{user\}|kubetoken|builder/credentials|secrets|secrets/values|secrets/\{name\}|namespaces/\{name\}/pipelines|namespaces/\{name\}/pipelines/\{pipeline\}|namespaces/\{name\}/pipelines/\{pipeline\}/runs/\{run\}|namespaces/\{name\}/pipelines/\{pipeline\}/runs/\{run\}/log|previews|previews/\{name\}|previews/\{name\}/endpoints|previews/\{name\}/wake)$`)
 	for _, route := range apiRoutes(t) {
 		if !covered.MatchString(route) {
 			t.Errorf("route %s is not in the wrong-user table", route)
