@@ -91,6 +91,24 @@ func TestAgentInPod(t *testing.T) {
 		t.Fatalf("key: %v %s", err, stderr.String())
 	}
 	t.Logf("agent (%.1f MB) uploaded in %s", float64(len(agentData))/1e6, time.Since(upload).Round(time.Millisecond))
+	// The launcher starts the agent within 0.2 s of the upload; wait until it listens (127.0.0.1:2222
+	// is 0100007F:08AE in /proc/net/tcp), so that the first dial is not the session's retry after a
+	// refused port-forward (what this test is about is the session through a working one; the
+	// retry after a refusal is TestSessionForwardsAndReconnect's).
+	for deadline := time.Now().Add(time.Minute); ; {
+		err := cl.Exec(ctx, kube.ExecOptions{Namespace: ns, Pod: "agent", Container: "dev",
+			Command: []string{"grep", "-q", "0100007F:08AE", "/proc/net/tcp"}, Stderr: io.Discard})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			var diag bytes.Buffer
+			_ = cl.Exec(ctx, kube.ExecOptions{Namespace: ns, Pod: "agent", Container: "dev",
+				Command: []string{"sh", "-c", "cat /proc/net/tcp; ps; ls -la /devtool/bin"}, Stdout: &diag, Stderr: &diag})
+			t.Fatalf("the agent does not listen on 127.0.0.1:2222 a minute after its upload: %v\n%s", err, diag.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	// Each dial opens a new port-forward; the test can break the current one.
 	var mu sync.Mutex
