@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,6 +86,11 @@ type Proxy struct {
 	warnSeen map[string]bool
 
 	proxy, upgrade *httputil.ReverseProxy
+
+	// handlers counts requests being served: srv.Close does not wait for them, and the upstream
+	// connections they use become idle (and can be closed) only once they have returned.
+	// (A counter, not a WaitGroup: a request already accepted may start while the stop waits.)
+	handlers atomic.Int64
 
 	done chan struct{}
 	err  error
@@ -182,6 +188,10 @@ func Start(ctx context.Context, o Options) (*Proxy, error) {
 		// HTTP/2 shutdown would wait a second for clients that are gone.
 		_ = srv.Close()
 		wg.Wait()
+		// their contexts ended with ctx: they return at once (bounded all the same)
+		for deadline := time.Now().Add(2 * time.Second); p.handlers.Load() > 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
 		utilnet.CloseIdleConnectionsFor(rt)
 		utilnet.CloseIdleConnectionsFor(upRT)
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -251,6 +261,8 @@ func (p *Proxy) reverseProxy(upstream *url.URL, rt http.RoundTripper) *httputil.
 
 // ServeHTTP checks the token, labels writes, and forwards.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.handlers.Add(1)
+	defer p.handlers.Add(-1)
 	if !p.authorized(r) {
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 		return
