@@ -171,9 +171,19 @@ func TestBuiltBinaryServes(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("agent did not stop on SIGTERM")
 	}
-	if err := syscall.Kill(pid, 0); err == nil {
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); !strings.Contains(string(b), ") Z") {
-			t.Fatal("the command's child outlived the agent")
+	// The agent signals the command's process group before it exits; the kernel delivers the kill
+	// a moment later (the child is gone, or a zombie of its new parent, within a second or two).
+	gone := func() bool {
+		if err := syscall.Kill(pid, 0); err != nil {
+			return true
+		}
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return strings.Contains(string(b), ") Z")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !gone(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatal("the command's child outlived the agent by 5 s")
 		}
 	}
 	log, err := os.ReadFile(filepath.Join(home, "agent.log"))
