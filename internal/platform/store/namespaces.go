@@ -45,7 +45,7 @@ func (s *Store) ensureNamespace(ctx context.Context, name, owner string, persona
 		lbl[LabelPersonal] = owner
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl,
-		Annotations: map[string]string{AnnotationPlatform: s.Namespace}}}
+		Annotations: map[string]string{AnnotationPlatform: s.Namespace, AnnotationCreatedBy: owner}}}
 	created := true
 	got, err := s.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -61,6 +61,9 @@ func (s *Store) ensureNamespace(ctx context.Context, name, owner string, persona
 			return false, conflict("namespace %q is being deleted", name)
 		case personal && got.Labels[LabelPersonal] == owner:
 			// the personal namespace of a user made again: adopt it
+		case got.Annotations[AnnotationCreatedBy] == owner && !s.hasOwner(ctx, name):
+			// this user's own create repeated, or one cut off before its binding (no owner at all
+			// yet): finish it. A namespace that has an owner is never taken back this way.
 		default:
 			rb, err := s.Kube.RbacV1().RoleBindings(name).Get(ctx, BindingPrefix+owner, metav1.GetOptions{})
 			if err != nil || rb.RoleRef.Name != RolePrefix+api.RoleOwner {
@@ -232,4 +235,19 @@ func (s *Store) ownerCount(namespace string) int {
 		}
 	}
 	return n
+}
+
+// hasOwner reports whether any RoleBinding in ns grants the owner role (an error counts as yes:
+// the caller then refuses).
+func (s *Store) hasOwner(ctx context.Context, ns string) bool {
+	rbs, err := s.Kube.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return true
+	}
+	for _, rb := range rbs.Items {
+		if rb.RoleRef.Name == RolePrefix+api.RoleOwner {
+			return true
+		}
+	}
+	return false
 }

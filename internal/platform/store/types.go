@@ -46,6 +46,9 @@ const (
 	// AnnotationPlatform on a namespace the platform made: the platform's own namespace (which
 	// install made it, when two run side by side).
 	AnnotationPlatform = "devtool.dev/platform"
+	// AnnotationCreatedBy names the user whose request made a namespace: the same user's request
+	// repeated (a browser resending a form) finishes the first one instead of being refused.
+	AnnotationCreatedBy = "devtool.dev/created-by"
 
 	BindingPrefix = "devtool-member-" // + user: the membership RoleBinding in a namespace
 	SAPrefix      = "u-"              // + user: the user's ServiceAccount in the platform's namespace
