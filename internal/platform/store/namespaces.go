@@ -238,7 +238,8 @@ func (s *Store) ownerCount(namespace string) int {
 }
 
 // hasOwner reports whether any RoleBinding in ns grants the owner role (an error counts as yes:
-// the caller then refuses).
+// the caller then refuses). Not ownerCount: that reads the informer's cache and swallows errors, and
+// a binding made a moment ago by the first of two creates must be seen, failing closed.
 func (s *Store) hasOwner(ctx context.Context, ns string) bool {
 	rbs, err := s.Kube.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
