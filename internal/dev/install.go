@@ -3,7 +3,9 @@ package dev
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
@@ -66,21 +68,21 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	hostKey := "true"
 	if len(o.HostKey) > 0 {
 		hostKey = fmt.Sprintf(`if [ -e %[1]s/ssh/host_ed25519 ]; then echo hostkey=kept; cat > /dev/null; `+
-			`else cat > %[1]s/ssh/.host_ed25519.tmp; mv -f %[1]s/ssh/.host_ed25519.tmp %[1]s/ssh/host_ed25519; echo hostkey=installed; fi`, Home)
+			`else cat > %[1]s/ssh/.host_ed25519.tmp; [ -s %[1]s/ssh/.host_ed25519.tmp ] || { echo "the host key did not arrive on stdin" >&2; exit %[2]d; }; mv -f %[1]s/ssh/.host_ed25519.tmp %[1]s/ssh/host_ed25519; echo hostkey=installed; fi`, Home, exitShortStdin)
 	}
 	// The key is added to authorized_keys, never put in place of it: each machine (each home
 	// and folder) has its own key, and a second one's up must not lock the first out. The
 	// lines are copied to a temporary file, the key appended unless a line has its type and
 	// data already, and the file renamed into place.
-	script := fmt.Sprintf(`set -e; set -f; umask 077; mkdir -p %[1]s/ssh %[1]s/bin; IFS= read -r key; set -- $key; k="$1 $2"; have=; `+
+	script := fmt.Sprintf(`set -e; set -f; umask 077; mkdir -p %[1]s/ssh %[1]s/bin; `+
+		`IFS= read -r key || { echo "the key did not arrive on stdin" >&2; exit %[4]d; }; set -- $key; k="$1 $2"; have=; `+
 		`t=%[1]s/ssh/.authorized_keys.tmp; f=%[1]s/ssh/authorized_keys; : > "$t"; `+
 		`if [ -f "$f" ]; then while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l" >> "$t"; set -- $l; if [ "$1 $2" = "$k" ]; then have=1; fi; done < "$f"; fi; `+
 		`if [ -z "$have" ]; then printf '%%s\n' "$key" >> "$t"; mv -f "$t" "$f"; else rm -f "$t"; fi; %[3]s; `+
-		`echo "sha=$(cat %[2]s.sha256 2>/dev/null || true)"; echo "arch=$(uname -m 2>/dev/null || true)"`, Home, AgentPath, hostKey)
+		`echo "sha=$(cat %[2]s.sha256 2>/dev/null || true)"; echo "arch=$(uname -m 2>/dev/null || true)"`, Home, AgentPath, hostKey, exitShortStdin)
 	stdin := append(append(bytes.TrimRight(append([]byte(nil), o.AuthorizedKey...), "\n"), '\n'), o.HostKey...)
 	var out, errb bytes.Buffer
-	err := o.Exec.Exec(ctx, kube.ExecOptions{Namespace: o.Namespace, Pod: o.Pod, Container: o.Container,
-		Command: []string{"sh", "-c", script}, Stdin: bytes.NewReader(stdin), Stdout: &out, Stderr: &errb})
+	err := execWhole(ctx, o, script, stdin, &out, &errb)
 	if err != nil {
 		return res, fmt.Errorf("writing the SSH keys into pod %s: %w%s", o.Pod, err, stderrSuffix(errb.String()))
 	}
@@ -109,16 +111,56 @@ func Install(ctx context.Context, o InstallOptions) (InstallResult, error) {
 	if have == sum {
 		return res, nil
 	}
-	up := fmt.Sprintf(`set -e; mkdir -p %[1]s/bin; cat > %[2]s.tmp; chmod 0755 %[2]s.tmp; mv -f %[2]s.tmp %[2]s; echo %[3]s > %[2]s.sha256`,
-		Home, AgentPath, sum)
+	// The size is checked before the rename (with wc where the image has it): a binary cut
+	// short would otherwise sit under the right hash and never be replaced.
+	up := fmt.Sprintf(`set -e; mkdir -p %[1]s/bin; cat > %[2]s.tmp; `+
+		`if command -v wc >/dev/null 2>&1; then n=$(wc -c < %[2]s.tmp); n=$((n+0)); `+
+		`if [ "$n" != %[4]d ]; then rm -f %[2]s.tmp; echo "the agent arrived with $n of %[4]d bytes" >&2; exit %[5]d; fi; fi; `+
+		`chmod 0755 %[2]s.tmp; mv -f %[2]s.tmp %[2]s; echo %[3]s > %[2]s.sha256`,
+		Home, AgentPath, sum, len(data), exitShortStdin)
 	errb.Reset()
-	err = o.Exec.Exec(ctx, kube.ExecOptions{Namespace: o.Namespace, Pod: o.Pod, Container: o.Container,
-		Command: []string{"sh", "-c", up}, Stdin: bytes.NewReader(data), Stderr: &errb})
+	err = execWhole(ctx, o, up, data, nil, &errb)
 	if err != nil {
 		return res, fmt.Errorf("uploading the agent into pod %s: %w%s", o.Pod, err, stderrSuffix(errb.String()))
 	}
 	res.Uploaded = true
 	return res, nil
+}
+
+// exitShortStdin is the exit code of Install's scripts when their stdin did not arrive
+// whole: the exec API drops a command's stdin now and then (kubernetes/kubernetes#112834,
+// seen here as an empty authorized_keys), and such a run is tried again.
+const exitShortStdin = 75
+
+// execWhole runs script with stdin, again (up to three runs in all) while it says its stdin
+// did not arrive whole.
+func execWhole(ctx context.Context, o InstallOptions, script string, stdin []byte, stdout io.Writer, stderr *bytes.Buffer) error {
+	var err error
+	for try := 0; try < 3; try++ {
+		stderr.Reset()
+		if b, ok := stdout.(*bytes.Buffer); ok {
+			b.Reset()
+		}
+		err = o.Exec.Exec(ctx, kube.ExecOptions{Namespace: o.Namespace, Pod: o.Pod, Container: o.Container,
+			Command: []string{"sh", "-c", script}, Stdin: bytes.NewReader(stdin), Stdout: stdout, Stderr: stderr})
+		if err == nil || exitCode(err) != exitShortStdin || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// exitCode is the exit code an exec error carries (the exec API's or a local process's), or -1.
+func exitCode(err error) int {
+	var st interface{ ExitStatus() int }
+	if errors.As(err, &st) {
+		return st.ExitStatus()
+	}
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return -1
 }
 
 func stderrSuffix(s string) string {

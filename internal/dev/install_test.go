@@ -102,3 +102,86 @@ func TestInstallAddsKeysPerMachine(t *testing.T) {
 		t.Fatalf("after a file without a final newline: %q, want %q", got, want)
 	}
 }
+
+// droppingExec loses the stdin of its first `drop` runs, as the exec API does now and then
+// (kubernetes/kubernetes#112834).
+type droppingExec struct {
+	localExec
+	drop int
+}
+
+func (d *droppingExec) Exec(ctx context.Context, o kube.ExecOptions) error {
+	if d.drop > 0 {
+		d.drop--
+		o.Stdin = strings.NewReader("")
+	}
+	return d.localExec.Exec(ctx, o)
+}
+
+// A dropped stdin is noticed and the script run again: the key is installed, and the agent
+// binary is never left short under the right hash (it was: an empty binary the launcher ran,
+// and that no later up replaced).
+func TestInstallRetriesDroppedStdin(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	agent := []byte(strings.Repeat("agent binary ", 1000))
+	for drops := 0; drops <= 2; drops++ {
+		dir := t.TempDir()
+		// The first `drops` runs (all of the key's script) lose their stdin.
+		ex := &droppingExec{localExec: localExec{dir}, drop: drops}
+		opts := InstallOptions{Exec: ex, Pod: "p", Container: "c", AuthorizedKey: []byte("ssh-ed25519 AAAAkeyA\n"),
+			Agent: func(string) ([]byte, string, error) { return agent, "sum", nil }}
+		res, err := Install(context.Background(), opts)
+		if err != nil {
+			t.Fatalf("%d drops of the key: %v", drops, err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, "ssh", "authorized_keys")); string(got) != "ssh-ed25519 AAAAkeyA\n" {
+			t.Fatalf("%d drops: authorized_keys %q", drops, got)
+		}
+		if !res.Uploaded {
+			t.Fatalf("%d drops: not uploaded", drops)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, "bin", "devtool-agent")); string(got) != string(agent) {
+			t.Fatalf("%d drops of the key: the agent has %d of %d bytes", drops, len(got), len(agent))
+		}
+	}
+	// The upload itself loses its stdin: it is retried, and never renamed into place short.
+	dir := t.TempDir()
+	ex := &uploadDropper{localExec: localExec{dir}, drop: 2}
+	_, err := Install(context.Background(), InstallOptions{Exec: ex, Pod: "p", Container: "c", AuthorizedKey: []byte("ssh-ed25519 AAAAkeyA\n"),
+		Agent: func(string) ([]byte, string, error) { return agent, "sum", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "bin", "devtool-agent")); string(got) != string(agent) {
+		t.Fatalf("after two dropped uploads: the agent has %d of %d bytes", len(got), len(agent))
+	}
+	// Three drops in a row: an error that says what happened, and nothing in place.
+	dir = t.TempDir()
+	ex = &uploadDropper{localExec: localExec{dir}, drop: 3}
+	_, err = Install(context.Background(), InstallOptions{Exec: ex, Pod: "p", Container: "c", AuthorizedKey: []byte("ssh-ed25519 AAAAkeyA\n"),
+		Agent: func(string) ([]byte, string, error) { return agent, "sum", nil }})
+	if err == nil || !strings.Contains(err.Error(), "arrived with 0 of 13000 bytes") {
+		t.Fatalf("three dropped uploads: want an error naming the sizes, got %v", err)
+	}
+	for _, name := range []string{"devtool-agent", "devtool-agent.sha256", "devtool-agent.tmp"} {
+		if _, err := os.Stat(filepath.Join(dir, "bin", name)); err == nil {
+			t.Errorf("three dropped uploads left bin/%s", name)
+		}
+	}
+}
+
+// uploadDropper loses the stdin of the first `drop` agent uploads only.
+type uploadDropper struct {
+	localExec
+	drop int
+}
+
+func (d *uploadDropper) Exec(ctx context.Context, o kube.ExecOptions) error {
+	if d.drop > 0 && strings.Contains(o.Command[len(o.Command)-1], "arrived with") {
+		d.drop--
+		o.Stdin = strings.NewReader("")
+	}
+	return d.localExec.Exec(ctx, o)
+}

@@ -3,6 +3,7 @@ package devssh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -55,14 +56,22 @@ func (l *eventLog) add(e Event) {
 
 func (l *eventLog) next(t *testing.T, kind EventKind) Event {
 	t.Helper()
+	return l.nextWithin(t, kind, 15*time.Second)
+}
+
+func (l *eventLog) nextWithin(t *testing.T, kind EventKind, within time.Duration) Event {
+	t.Helper()
 	for {
 		select {
 		case e := <-l.ch:
 			if e.Kind == kind {
 				return e
 			}
-		case <-time.After(15 * time.Second):
-			t.Fatalf("no %s event", kind)
+		case <-time.After(within):
+			l.mu.Lock()
+			seen := fmt.Sprint(l.events)
+			l.mu.Unlock()
+			t.Fatalf("no %s event within %s (events so far: %s)", kind, within, seen)
 		}
 	}
 }
@@ -420,4 +429,32 @@ func TestHandshakeTimeoutWithoutDeadlines(t *testing.T) {
 	if !strings.Contains(err.Error(), "no answer within 100ms") {
 		t.Errorf("error %q does not say the handshake timed out", err)
 	}
+}
+
+// testWriter sends a logger's lines to the test's log (shown when it fails or with -v),
+// and drops them once the test has ended (a goroutine still stopping after a t.Fatal must
+// not log into a finished test: that panics).
+type testWriter struct {
+	t    *testing.T
+	mu   *sync.Mutex
+	done *bool
+}
+
+func newTestWriter(t *testing.T) testWriter {
+	w := testWriter{t: t, mu: new(sync.Mutex), done: new(bool)}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		*w.done = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !*w.done {
+		w.t.Log(strings.TrimRight(string(b), "\n"))
+	}
+	return len(b), nil
 }
