@@ -47,7 +47,19 @@ type targetKey struct{}
 type target struct {
 	key   string
 	addrs []string
+	// refusedUntil, set when this request woke the backend, is how long refused dials are
+	// tried again: a woken pod is ready (no readiness probe) before its server listens, and
+	// the request that woke it must not get a 502 for that.
+	refusedUntil time.Time
 }
+
+// wokenRefusedWindow bounds how long a request that woke its backend keeps dialing while
+// every endpoint refuses; retryAfterRefusedMin doubling to retryAfterRefusedMax between tries.
+const (
+	wokenRefusedWindow   = 30 * time.Second
+	retryAfterRefusedMin = 50 * time.Millisecond
+	retryAfterRefusedMax = time.Second
+)
 
 func newProxy(table func() *Table, res *resolver, auth *endpointAuth, waker Waker, changed func() <-chan struct{}, log *slog.Logger) *proxy {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
@@ -115,15 +127,18 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	tg := &target{key: route.Backend.String()}
 	addrs, err := p.resolver.resolve(route.Backend)
 	if errors.Is(err, errNoEndpoint) && p.waker != nil {
 		addrs, err = p.wake(r.Context(), route.Backend)
+		tg.refusedUntil = time.Now().Add(wokenRefusedWindow)
 	}
 	if err != nil {
 		problem(w, r, http.StatusServiceUnavailable, "Service unavailable", err.Error())
 		return
 	}
-	ctx := context.WithValue(r.Context(), targetKey{}, &target{key: route.Backend.String(), addrs: addrs})
+	tg.addrs = addrs
+	ctx := context.WithValue(r.Context(), targetKey{}, tg)
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
@@ -166,6 +181,26 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil && req.Body != http.NoBody {
 		body = &trackedBody{rc: req.Body}
 	}
+	wait := retryAfterRefusedMin
+	for {
+		resp, again, err := t.tryEndpoints(req, tg, body)
+		if !again || !time.Now().Add(wait).Before(tg.refusedUntil) {
+			return resp, err
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-req.Context().Done():
+			timer.Stop()
+			return nil, err
+		case <-timer.C:
+		}
+		wait = min(2*wait, retryAfterRefusedMax)
+	}
+}
+
+// tryEndpoints tries up to maxAttempts endpoints of tg; again says every try failed to dial
+// before anything of the request was sent (so it may be tried again).
+func (t *retryTransport) tryEndpoints(req *http.Request, tg *target, body *trackedBody) (_ *http.Response, again bool, _ error) {
 	var lastErr error
 	for i, addr := range t.picker.order(tg.key, tg.addrs) {
 		if i == maxAttempts {
@@ -180,15 +215,15 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp, err := t.base.RoundTrip(&out)
 		if err == nil {
-			return resp, nil
+			return resp, false, nil
 		}
 		lastErr = err
 		if !isDialError(err) || body != nil && body.wasRead() || req.Context().Err() != nil {
-			break
+			return nil, false, err
 		}
 		t.picker.markDown(addr)
 	}
-	return nil, lastErr
+	return nil, true, lastErr
 }
 
 func isDialError(err error) bool {

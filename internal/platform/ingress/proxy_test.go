@@ -439,6 +439,42 @@ func TestProxyWakesSleepingBackend(t *testing.T) {
 	}
 }
 
+// TestProxyWokenBackendListensLate: the woken pod's endpoint is ready before its server
+// listens (a pod without a readiness probe); the request that woke it waits for the server
+// instead of answering 502. A backend that is not woken by the request gets no such wait.
+func TestProxyWokenBackendListensLate(t *testing.T) {
+	port := closedPort(t)
+	w := &fakeWaker{port: port}
+	host := "web-shop." + testDomain
+	f := newFixture(t, w, service("shop", "web", false), ingressOf("shop", "web", host, "web", nil))
+	w.f = f
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		time.Sleep(700 * time.Millisecond)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		srv := &http.Server{Handler: ingresstest.Handler("late")}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+	}()
+	if code, body, _ := get(t, f.client(nil), f.url(host, "/small")); code != 200 || body != "ok late\n" {
+		t.Fatalf("woken, listening late: %d %q", code, body)
+	}
+	<-listening
+
+	// Not woken by the request (the endpoint exists): a refused dial answers 502 at once.
+	closed := closedPort(t)
+	f2 := newFixture(t, nil, service("shop", "web", false), slice("shop", "web", "web-a", closed, true, "127.0.0.1"),
+		ingressOf("shop", "web", host, "web", nil))
+	if code, _, _ := get(t, f2.client(nil), f2.url(host, "/small")); code != http.StatusBadGateway {
+		t.Fatalf("refused, not woken: %d, want 502", code)
+	}
+}
+
 // TestPrivateEndpoint: anonymous → the platform's login; the token form → a ticket → the cookie →
 // served to a member; a non-member refused; the cookie never reaches the backend; a forged or
 // foreign-host ticket refused.
