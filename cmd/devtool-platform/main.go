@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -348,28 +349,26 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		ln.Close()
 		return err
 	}
-	leaderDone := make(chan struct{})
-	go func() {
-		defer close(leaderDone)
-		pipeline.WhileLeader(ictx, st.Kube, *ns, pipeline.LeaderLease, instance, log, func(lctx context.Context) {
-			done := make(chan struct{})
-			go func() { defer close(done); previews.RunController(lctx) }()
-			if err := pipelines.RunController(lctx); err != nil && lctx.Err() == nil {
-				log.Error("pipeline controller stopped", "err", err)
-			}
-			<-done
-		})
-	}()
-	defer func() { cancel(); <-leaderDone }()
 	log.Info("serving", "addr", ln.Addr().String(), "version", buildinfo.Version)
 	done := make(chan error, 1)
 	go func() { done <- hs.ServeTLS(ln, "", "") }()
-	// One replica, elected through a Lease, runs the background work.
+	// One replica, elected through a Lease, runs the background work: the store's sweep and the
+	// pipeline and preview controllers. Any replica serves requests.
 	elected := make(chan struct{})
 	go func() {
 		defer close(elected)
 		leader.Run(ictx, leader.Options{Kube: st.Kube, Namespace: *ns, Identity: instance, Log: log,
 			Lead: func(lctx context.Context) {
+				var wg sync.WaitGroup
+				defer wg.Wait()
+				wg.Add(2)
+				go func() { defer wg.Done(); previews.RunController(lctx) }()
+				go func() {
+					defer wg.Done()
+					if err := pipelines.RunController(lctx); err != nil && lctx.Err() == nil {
+						log.Error("pipeline controller stopped", "err", err)
+					}
+				}()
 				leader.Every(lctx, *sweep, func(c context.Context) {
 					n, err := st.Sweep(c)
 					if err != nil && c.Err() == nil {

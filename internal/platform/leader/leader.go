@@ -1,6 +1,7 @@
 // Package leader elects one replica of the platform, through a Lease in its namespace
 // (client-go's leaderelection), to run the background work: the store's sweep of expired tokens,
-// stale failed-login counts and expired logins. Any replica serves requests; only the leader sweeps.
+// stale failed-login counts and expired logins, and the pipeline and preview controllers. Any
+// replica serves requests; only the leader sweeps and runs the controllers.
 package leader
 
 import (
