@@ -202,6 +202,9 @@ func TestWebhooks(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.finishRun(t, name, api.PhaseSucceeded)
+		// the last check reads the informer's cache: it must have seen Ready first (CI saw
+		// "other" still Deploying there once)
+		waitFor(t, func() bool { p := f.m.cached(name); return p != nil && p.Status == api.PreviewReady })
 	}
 	deploy("pr-7", "feature", f.pullURL)
 	deploy("by-branch", "fix", "")
