@@ -192,8 +192,19 @@ func (b *browser) submit(ctx context.Context, fields map[string]string, button s
 		if try > 0 {
 			b.retried = true
 		}
-		if err := chromedp.Do(ctx, fill...); err != nil {
-			b.t.Fatalf("filling the form of %s: %v", button, err)
+		// Filling is bounded apart: once in CI it waited out the whole minute on a page that
+		// showed the form (a query left waiting by a navigation Chromium made under it);
+		// the form is loaded again and filled again.
+		fctx, fcancel := context.WithTimeout(ctx, 15*time.Second)
+		ferr := chromedp.Do(fctx, fill...)
+		fcancel()
+		if ferr != nil {
+			if ctx.Err() != nil || try == 5 {
+				b.t.Fatalf("filling the form of %s: %v", button, ferr)
+			}
+			b.t.Logf("filling the form of %s: %v; loading %s again", button, ferr, here)
+			b.open(ctx, here)
+			continue
 		}
 		resp, err = chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(button)))
 		if !networkChanged(err) || try == 5 {
