@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/iostreams"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/client"
+	"github.com/devtool/devtool/internal/platform/runspec"
 )
 
 // FollowRun streams run r's log to out until it ends and turns its result into the command's: nil
@@ -66,4 +68,32 @@ func RunResult(r *api.PipelineRun) error {
 
 func indent(s string) string {
 	return "  " + strings.Join(strings.Split(strings.TrimRight(s, "\n"), "\n"), "\n  ")
+}
+
+// CheckRunFlags checks the flags of a run that `pipeline deploy` and `preview deploy` share, before
+// anything is sent: --timeout between 1s and 24h, every --var NAME=value (returned parsed), and
+// --branch and --file when given. Each error is a usage error (exit 2) naming its flag.
+func CheckRunFlags(timeout time.Duration, vars []string, branch, file string) ([]api.Var, error) {
+	if timeout <= 0 || timeout > 24*time.Hour {
+		return nil, FlagErrorf("--timeout must be between 1s and 24h, got %s", timeout)
+	}
+	var out []api.Var
+	for _, v := range vars {
+		k, val, err := deploy.ParseVar(v)
+		if err != nil {
+			return nil, FlagErrorf("%v", err)
+		}
+		out = append(out, api.Var{Name: k, Value: val})
+	}
+	if branch != "" {
+		if err := runspec.CheckBranch(branch); err != nil {
+			return nil, FlagErrorf("--branch: %v", err)
+		}
+	}
+	if file != "" {
+		if err := runspec.CheckFile(file); err != nil {
+			return nil, FlagErrorf("--file %q: %v", file, err)
+		}
+	}
+	return out, nil
 }

@@ -3,10 +3,7 @@ package endpoints
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -36,10 +33,8 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 		Short: "List the public endpoints of the environment",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch opts.Output {
-			case "", "json", "md":
-			default:
-				return cmdutil.FlagErrorf("--output must be json or md, not %q", opts.Output)
+			if err := cmdutil.CheckEndpointFormat(opts.Output); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -50,7 +45,7 @@ func NewCmd(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cob
 	opts.Kube.AddFlags(cmd)
 	opts.Env.AddFlags(cmd, "path to the devtool.yml or Compose file, used to find the environment name")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "output format: json or md (default: a table)")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"json", "md"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(cmdutil.EndpointFormats, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -69,51 +64,17 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	var withURL []deploy.PublicEndpoint
+	list := cmdutil.EndpointList{Of: name, None: "There are no public endpoints for " + name, Table: true}
 	noHost := 0
 	for _, e := range eps {
 		if e.URL == "" {
 			noHost++
 			continue
 		}
-		withURL = append(withURL, e)
+		list.Items = append(list.Items, cmdutil.Endpoint{URL: e.URL, Service: e.Service, Port: e.Port})
 	}
 	if noHost > 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "Note: %d route(s) of %s have no public URL: no cluster domain is configured (set one in the context or DEVTOOL_CLUSTER_DOMAIN, then deploy again)\n", noHost, name)
 	}
-	return write(opts.IO.Out, opts.Output, name, withURL)
-}
-
-func write(w io.Writer, format, env string, eps []deploy.PublicEndpoint) error {
-	switch format {
-	case "json":
-		urls := make([]string, 0, len(eps))
-		for _, e := range eps {
-			urls = append(urls, e.URL)
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(urls)
-	case "md":
-		if len(eps) == 0 {
-			_, err := fmt.Fprintf(w, "There are no public endpoints for %s.\n", env)
-			return err
-		}
-		fmt.Fprintf(w, "Available endpoints for %s:\n\n", env)
-		for _, e := range eps {
-			fmt.Fprintf(w, " - %s\n", e.URL)
-		}
-		return nil
-	default:
-		if len(eps) == 0 {
-			_, err := fmt.Fprintf(w, "There are no public endpoints for %s\n", env)
-			return err
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "URL\tSERVICE\tPORT")
-		for _, e := range eps {
-			fmt.Fprintf(tw, "%s\t%s\t%d\n", e.URL, e.Service, e.Port)
-		}
-		return tw.Flush()
-	}
+	return list.Write(opts.IO.Out, opts.Output)
 }

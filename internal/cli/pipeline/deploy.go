@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/cmdutil"
-	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/gitlocal"
 	"github.com/devtool/devtool/internal/iostreams"
 	"github.com/devtool/devtool/internal/platform/api"
@@ -32,6 +31,8 @@ type DeployOptions struct {
 	Volumes      bool
 	Wait         bool
 	Timeout      time.Duration
+
+	vars []api.Var // Vars checked
 }
 
 // NewDeployCmd builds `pipeline deploy` or `pipeline destroy` (action). runF replaces run in tests.
@@ -60,27 +61,13 @@ With --wait the log is streamed here and the command exits with the result.`
   devtool pipeline destroy --name shop --volumes`
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if opts.Timeout <= 0 || opts.Timeout > 24*time.Hour {
-			return cmdutil.FlagErrorf("--timeout must be between 1s and 24h, got %s", opts.Timeout)
+		var err error
+		if opts.vars, err = cmdutil.CheckRunFlags(opts.Timeout, opts.Vars, opts.Branch, opts.File); err != nil {
+			return err
 		}
 		if opts.Name != "" {
 			if why := runspec.ValidName(opts.Name); why != "" {
 				return cmdutil.FlagErrorf("--name %q: %s", opts.Name, why)
-			}
-		}
-		for _, v := range opts.Vars {
-			if _, _, err := deploy.ParseVar(v); err != nil {
-				return cmdutil.FlagErrorf("%v", err)
-			}
-		}
-		if opts.Branch != "" {
-			if err := runspec.CheckBranch(opts.Branch); err != nil {
-				return cmdutil.FlagErrorf("--branch: %v", err)
-			}
-		}
-		if opts.File != "" {
-			if err := runspec.CheckFile(opts.File); err != nil {
-				return cmdutil.FlagErrorf("--file %q: %v", opts.File, err)
 			}
 		}
 		if opts.Repository != "" {
@@ -146,11 +133,8 @@ func runDeploy(ctx context.Context, opts *DeployOptions) error {
 		}
 	}
 	req := api.PipelineRequest{Name: name, Action: opts.Action, Repository: repo, Branch: opts.Branch, File: opts.File,
-		SkipIfExists: opts.SkipIfExists, Volumes: opts.Volumes, TimeoutSeconds: int64(opts.Timeout.Round(time.Second) / time.Second)}
-	for _, v := range opts.Vars {
-		k, val, _ := deploy.ParseVar(v)
-		req.Vars = append(req.Vars, api.Var{Name: k, Value: val})
-	}
+		SkipIfExists: opts.SkipIfExists, Volumes: opts.Volumes, TimeoutSeconds: int64(opts.Timeout.Round(time.Second) / time.Second),
+		Vars: opts.vars}
 	r, err := p.Client.StartPipeline(ctx, ns, req)
 	if err != nil {
 		return refusal(err, ns)

@@ -4,7 +4,6 @@ package preview
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -53,6 +52,22 @@ type Common struct {
 
 func (c *Common) platform(command string) (*cmdutil.Platform, error) {
 	return cmdutil.RequirePlatform(c.Getenv, cmdutil.KubeFlags{Context: c.Context}, command)
+}
+
+// named is platform with the preview's name: name, else the one of the current folder's repository
+// and branch.
+func (c *Common) named(ctx context.Context, command, name string) (*cmdutil.Platform, string, error) {
+	p, err := c.platform(command)
+	if err != nil {
+		return nil, "", err
+	}
+	if name == "" {
+		if name, err = currentName(ctx, c.WorkDir); err != nil {
+			p.Close()
+			return nil, "", err
+		}
+	}
+	return p, name, nil
 }
 
 func addContextFlag(cmd *cobra.Command, c *Common) {
@@ -139,6 +154,8 @@ type DeployOptions struct {
 	Vars                                             []string
 	Wait, Public                                     bool
 	Timeout                                          time.Duration
+
+	vars []api.Var // Vars checked
 }
 
 // NewDeployCmd builds `preview deploy [name]`. runF replaces run in tests.
@@ -163,23 +180,8 @@ defaults to one made of the repository's and the branch's names. A global previe
 			default:
 				return cmdutil.FlagErrorf("--scope must be personal or global, got %q", opts.Scope)
 			}
-			if opts.Timeout <= 0 || opts.Timeout > 24*time.Hour {
-				return cmdutil.FlagErrorf("--timeout must be between 1s and 24h, got %s", opts.Timeout)
-			}
-			for _, v := range opts.Vars {
-				if _, _, err := deploy.ParseVar(v); err != nil {
-					return cmdutil.FlagErrorf("%v", err)
-				}
-			}
-			if opts.Branch != "" {
-				if err := runspec.CheckBranch(opts.Branch); err != nil {
-					return cmdutil.FlagErrorf("--branch: %v", err)
-				}
-			}
-			if opts.File != "" {
-				if err := runspec.CheckFile(opts.File); err != nil {
-					return cmdutil.FlagErrorf("--file %q: %v", opts.File, err)
-				}
+			if opts.vars, err = cmdutil.CheckRunFlags(opts.Timeout, opts.Vars, opts.Branch, opts.File); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -234,11 +236,7 @@ func runDeploy(ctx context.Context, opts *DeployOptions) error {
 		name = GenerateName(repo, branch)
 	}
 	req := api.PreviewRequest{Name: name, Repository: repo, Branch: branch, Scope: opts.Scope, SourceURL: opts.SourceURL,
-		File: opts.File, Public: opts.Public, TimeoutSeconds: int64(opts.Timeout.Round(time.Second) / time.Second)}
-	for _, v := range opts.Vars {
-		k, val, _ := deploy.ParseVar(v)
-		req.Vars = append(req.Vars, api.Var{Name: k, Value: val})
-	}
+		File: opts.File, Public: opts.Public, TimeoutSeconds: int64(opts.Timeout.Round(time.Second) / time.Second), Vars: opts.vars}
 	pv, created, err := p.Client.CreatePreview(ctx, req)
 	if err != nil {
 		return refusal(err, name)
@@ -301,17 +299,11 @@ the one made of the current folder's repository and branch.`,
 }
 
 func runDestroy(ctx context.Context, opts *DestroyOptions) error {
-	p, err := opts.platform("preview destroy")
+	p, name, err := opts.named(ctx, "preview destroy", opts.Name)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	name := opts.Name
-	if name == "" {
-		if name, err = currentName(ctx, opts.WorkDir); err != nil {
-			return err
-		}
-	}
 	pv, err := p.Client.DestroyPreview(ctx, name)
 	if err != nil {
 		return refusal(err, name)
@@ -373,10 +365,8 @@ them on the pull request). A sleeping preview is woken.`,
 			if opts.Name, err = nameArg(args); err != nil {
 				return err
 			}
-			switch opts.Output {
-			case "", "json", "md":
-			default:
-				return cmdutil.FlagErrorf("--output must be json or md, not %q", opts.Output)
+			if err := cmdutil.CheckEndpointFormat(opts.Output); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -390,17 +380,11 @@ them on the pull request). A sleeping preview is woken.`,
 }
 
 func runEndpoints(ctx context.Context, opts *EndpointsOptions) error {
-	p, err := opts.platform("preview endpoints")
+	p, name, err := opts.named(ctx, "preview endpoints", opts.Name)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	name := opts.Name
-	if name == "" {
-		if name, err = currentName(ctx, opts.WorkDir); err != nil {
-			return err
-		}
-	}
 	eps, err := p.Client.PreviewEndpoints(ctx, name)
 	if err != nil {
 		return refusal(err, name)
@@ -409,36 +393,11 @@ func runEndpoints(ctx context.Context, opts *EndpointsOptions) error {
 }
 
 func writeEndpoints(w io.Writer, format, name string, eps []api.Endpoint) error {
-	switch format {
-	case "json":
-		urls := make([]string, 0, len(eps))
-		for _, e := range eps {
-			urls = append(urls, e.URL)
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(urls)
-	case "md":
-		if len(eps) == 0 {
-			_, err := fmt.Fprintf(w, "There are no endpoints for preview %s.\n", name)
-			return err
-		}
-		fmt.Fprintf(w, "Available endpoints for preview %s:\n\n", name)
-		for _, e := range eps {
-			fmt.Fprintf(w, " - %s\n", e.URL)
-		}
-		return nil
-	}
-	if len(eps) == 0 {
-		_, err := fmt.Fprintf(w, "There are no endpoints for preview %s\n", name)
-		return err
-	}
+	list := cmdutil.EndpointList{Of: "preview " + name, None: "There are no endpoints for preview " + name}
 	for _, e := range eps {
-		if _, err := fmt.Fprintln(w, e.URL); err != nil {
-			return err
-		}
+		list.Items = append(list.Items, cmdutil.Endpoint{URL: e.URL})
 	}
-	return nil
+	return list.Write(w, format)
 }
 
 // ListOptions are the inputs of `preview list`.
