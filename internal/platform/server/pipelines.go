@@ -34,16 +34,17 @@ func (s *Server) pipelineFail(w http.ResponseWriter, r *http.Request, err error)
 	}
 }
 
-func (s *Server) noPipelines(w http.ResponseWriter) bool {
-	if s.o.Pipelines == nil {
+// unconfigured answers 503 when the manager a route needs (missing: Options.Pipelines or Previews is
+// nil) is not set up on this platform.
+func unconfigured(w http.ResponseWriter, missing bool) bool {
+	if missing {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", pipeline.ErrNotConfigured.Error(), "")
-		return true
 	}
-	return false
+	return missing
 }
 
 func (s *Server) startPipeline(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPipelines(w) {
+	if unconfigured(w, s.o.Pipelines == nil) {
 		return
 	}
 	var req api.PipelineRequest
@@ -81,7 +82,7 @@ func (s *Server) startPipeline(w http.ResponseWriter, r *http.Request, c caller)
 }
 
 func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPipelines(w) {
+	if unconfigured(w, s.o.Pipelines == nil) {
 		return
 	}
 	list, err := s.o.Pipelines.Pipelines(c.user, r.PathValue("name"))
@@ -93,7 +94,7 @@ func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request, c caller)
 }
 
 func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPipelines(w) {
+	if unconfigured(w, s.o.Pipelines == nil) {
 		return
 	}
 	p, err := s.o.Pipelines.Pipeline(c.user, r.PathValue("name"), r.PathValue("pipeline"))
@@ -105,7 +106,7 @@ func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPipelines(w) {
+	if unconfigured(w, s.o.Pipelines == nil) {
 		return
 	}
 	var wait time.Duration
@@ -128,7 +129,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, c caller) {
 // runLog streams a run's log as text/plain. Errors found before the first byte are JSON errors;
 // one met while streaming ends the stream with a last line saying so.
 func (s *Server) runLog(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPipelines(w) {
+	if unconfigured(w, s.o.Pipelines == nil) {
 		return
 	}
 	follow := r.URL.Query().Get("follow") == "true"

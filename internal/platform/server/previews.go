@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/devtool/devtool/internal/platform/api"
-	"github.com/devtool/devtool/internal/platform/pipeline"
 	"github.com/devtool/devtool/internal/platform/preview"
 	"github.com/devtool/devtool/internal/platform/store"
 )
@@ -31,7 +30,7 @@ func (s *Server) previewRoutes() {
 // wakeForIngress is the ingress's request to wake a sleeping preview (it has no user: the wake
 // key's signature instead). It answers once the preview is scaled back up.
 func (s *Server) wakeForIngress(w http.ResponseWriter, r *http.Request) {
-	if s.noPreviews(w) {
+	if unconfigured(w, s.o.Previews == nil) {
 		return
 	}
 	ns := r.PathValue("namespace")
@@ -46,16 +45,8 @@ func (s *Server) wakeForIngress(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) noPreviews(w http.ResponseWriter) bool {
-	if s.o.Previews == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", pipeline.ErrNotConfigured.Error(), "")
-		return true
-	}
-	return false
-}
-
 func (s *Server) deployPreview(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPreviews(w) {
+	if unconfigured(w, s.o.Previews == nil) {
 		return
 	}
 	var req api.PreviewRequest
@@ -76,14 +67,14 @@ func (s *Server) deployPreview(w http.ResponseWriter, r *http.Request, c caller)
 }
 
 func (s *Server) listPreviews(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPreviews(w) {
+	if unconfigured(w, s.o.Previews == nil) {
 		return
 	}
 	writeJSON(w, http.StatusOK, api.PreviewList{Items: s.o.Previews.List(c.user)})
 }
 
 func (s *Server) getPreview(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPreviews(w) {
+	if unconfigured(w, s.o.Previews == nil) {
 		return
 	}
 	p, err := s.o.Previews.Get(c.user, r.PathValue("name"))
@@ -95,7 +86,7 @@ func (s *Server) getPreview(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) destroyPreview(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPreviews(w) {
+	if unconfigured(w, s.o.Previews == nil) {
 		return
 	}
 	p, err := s.o.Previews.Destroy(r.Context(), c.user, r.PathValue("name"))
@@ -108,7 +99,7 @@ func (s *Server) destroyPreview(w http.ResponseWriter, r *http.Request, c caller
 }
 
 func (s *Server) previewEndpoints(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPreviews(w) {
+	if unconfigured(w, s.o.Previews == nil) {
 		return
 	}
 	eps, woke, err := s.o.Previews.Endpoints(r.Context(), c.user, r.PathValue("name"))
@@ -123,7 +114,7 @@ func (s *Server) previewEndpoints(w http.ResponseWriter, r *http.Request, c call
 }
 
 func (s *Server) wakePreview(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.noPreviews(w) {
+	if unconfigured(w, s.o.Previews == nil) {
 		return
 	}
 	p, err := s.o.Previews.WakeByName(r.Context(), c.user, r.PathValue("name"))
@@ -137,7 +128,7 @@ func (s *Server) wakePreview(w http.ResponseWriter, r *http.Request, c caller) {
 // webhook takes a git host's pull-request event: no bearer token, the provider's signature (or
 // token) instead; limited per address like every route.
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
-	if s.noPreviews(w) {
+	if unconfigured(w, s.o.Previews == nil) {
 		return
 	}
 	provider := r.PathValue("provider")
