@@ -2,13 +2,7 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,37 +81,13 @@ func (s *Store) sessionObject(se *Session) *unstructured.Unstructured {
 	return out
 }
 
-// parseSession splits "dvs_<id>_<secret>" as ParseToken does tokens.
-func parseSession(cookie string) (id, secret string, ok bool) {
-	rest, found := strings.CutPrefix(cookie, SessionPrefix)
-	if !found || len(rest) != 16+1+43 || rest[16] != '_' {
-		return "", "", false
-	}
-	id, secret = rest[:16], rest[17:]
-	for _, c := range id {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return "", "", false
-		}
-	}
-	if _, err := base64.RawURLEncoding.DecodeString(secret); err != nil {
-		return "", "", false
-	}
-	return id, secret, true
-}
-
 // CreateSession starts a session of user; the returned string (the cookie's value) is the only
 // copy of its secret.
 func (s *Store) CreateSession(ctx context.Context, user string) (*Session, string, error) {
-	var idb [8]byte
-	var sb [32]byte
-	if _, err := rand.Read(idb[:]); err != nil {
+	id, secret, cookie, err := newSecret(SessionPrefix)
+	if err != nil {
 		return nil, "", err
 	}
-	if _, err := rand.Read(sb[:]); err != nil {
-		return nil, "", err
-	}
-	id := hex.EncodeToString(idb[:])
-	secret := base64.RawURLEncoding.EncodeToString(sb[:])
 	now := s.now().UTC().Truncate(time.Second)
 	se := &Session{ID: id, User: user, Hash: HashSecret(secret), Created: now, Expires: now.Add(SessionLifetime), LastSeen: now}
 	o, err := s.Dyn.Resource(SessionResource).Namespace(s.Namespace).Create(ctx, s.sessionObject(se), metav1.CreateOptions{})
@@ -128,14 +98,14 @@ func (s *Store) CreateSession(ctx context.Context, user string) (*Session, strin
 	if out.Created.IsZero() {
 		out.Created = now
 	}
-	return out, SessionPrefix + id + "_" + secret, nil
+	return out, cookie, nil
 }
 
 // SessionUser checks a session cookie and returns its user. It reads the session from the API
 // server, compares the secret's hash in constant time, ends a session past its lifetime or idle
 // too long (deleting it), and writes the last use at most once a minute.
 func (s *Store) SessionUser(ctx context.Context, cookie string) (*User, *Session, error) {
-	id, secret, ok := parseSession(cookie)
+	id, secret, ok := splitSecret(cookie, SessionPrefix)
 	if !ok {
 		return nil, nil, ErrBadSession
 	}
@@ -147,9 +117,7 @@ func (s *Store) SessionUser(ctx context.Context, cookie string) (*User, *Session
 		return nil, nil, err
 	}
 	se := sessionFrom(o)
-	want, err := hex.DecodeString(se.Hash)
-	got := sha256.Sum256([]byte(secret))
-	if err != nil || subtle.ConstantTimeCompare(want, got[:]) != 1 {
+	if !secretMatches(se.Hash, secret) {
 		return nil, nil, ErrBadSession
 	}
 	now := s.now()
@@ -185,7 +153,7 @@ func (s *Store) deleteSession(ctx context.Context, se *Session) error {
 // EndSession deletes the session a cookie names (sign-out). A cookie that names no session is
 // not an error: the browser is signed out either way.
 func (s *Store) EndSession(ctx context.Context, cookie string) error {
-	id, _, ok := parseSession(cookie)
+	id, _, ok := splitSecret(cookie, SessionPrefix)
 	if !ok {
 		return nil
 	}

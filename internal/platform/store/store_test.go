@@ -3,10 +3,12 @@ package store
 import (
 	"strings"
 	"testing"
+
+	"github.com/devtool/devtool/internal/platform/api"
 )
 
 func TestTokenFormat(t *testing.T) {
-	id, secret, tok, err := newToken()
+	id, secret, tok, err := newSecret(api.TokenPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,6 +24,23 @@ func TestTokenFormat(t *testing.T) {
 	}
 	if HashSecret(secret) == HashSecret(secret+"x") || len(HashSecret(secret)) != 64 {
 		t.Fatal("HashSecret")
+	}
+	if !secretMatches(HashSecret(secret), secret) || secretMatches(HashSecret(secret), secret+"x") || secretMatches("not hex", secret) {
+		t.Fatal("secretMatches")
+	}
+	// session cookies have the same shape with their own prefix; neither is taken for the other
+	sid, ssecret, cookie, err := newSecret(SessionPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gid, gs, ok := splitSecret(cookie, SessionPrefix); !ok || gid != sid || gs != ssecret {
+		t.Fatalf("splitSecret(%q) = %q %q %v", cookie, gid, gs, ok)
+	}
+	if _, _, ok := ParseToken(cookie); ok {
+		t.Errorf("ParseToken(%q) accepted a session cookie", cookie)
+	}
+	if _, _, ok := splitSecret(tok, SessionPrefix); ok {
+		t.Errorf("a token %q accepted as a session cookie", tok)
 	}
 }
 

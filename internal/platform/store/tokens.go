@@ -34,7 +34,13 @@ var ErrBadToken = errors.New("invalid or expired token")
 
 // ParseToken splits "dvt_<id>_<secret>" (id: 16 lowercase hex; secret: 43 base64url characters).
 func ParseToken(tok string) (id, secret string, ok bool) {
-	rest, found := strings.CutPrefix(tok, api.TokenPrefix)
+	return splitSecret(tok, api.TokenPrefix)
+}
+
+// splitSecret splits "<prefix><id>_<secret>", the shape of tokens and session cookies (id: 16
+// lowercase hex; secret: 43 base64url characters).
+func splitSecret(s, prefix string) (id, secret string, ok bool) {
+	rest, found := strings.CutPrefix(s, prefix)
 	if !found || len(rest) != 16+1+43 || rest[16] != '_' {
 		return "", "", false
 	}
@@ -56,8 +62,16 @@ func HashSecret(secret string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// newToken makes a random id and secret and the token string.
-func newToken() (id, secret, token string, err error) {
+// secretMatches compares secret with a stored HashSecret in constant time.
+func secretMatches(hash, secret string) bool {
+	want, err := hex.DecodeString(hash)
+	got := sha256.Sum256([]byte(secret))
+	return err == nil && subtle.ConstantTimeCompare(want, got[:]) == 1
+}
+
+// newSecret makes a random id and secret and the string "<prefix><id>_<secret>" that splitSecret
+// splits.
+func newSecret(prefix string) (id, secret, value string, err error) {
 	var idb [8]byte
 	var sb [32]byte
 	if _, err := rand.Read(idb[:]); err != nil {
@@ -68,7 +82,7 @@ func newToken() (id, secret, token string, err error) {
 	}
 	id = hex.EncodeToString(idb[:])
 	secret = base64.RawURLEncoding.EncodeToString(sb[:])
-	return id, secret, api.TokenPrefix + id + "_" + secret, nil
+	return id, secret, prefix + id + "_" + secret, nil
 }
 
 // CreateToken makes a new API token of owner; the returned string is the only copy of its secret.
@@ -83,7 +97,7 @@ func (s *Store) CreateToken(ctx context.Context, owner, name string, lifetime ti
 	if len(name) > 100 {
 		return nil, "", &InputError{Field: "name", Reason: "at most 100 characters"}
 	}
-	id, secret, tok, err := newToken()
+	id, secret, tok, err := newSecret(api.TokenPrefix)
 	if err != nil {
 		return nil, "", err
 	}
@@ -115,9 +129,7 @@ func (s *Store) Authenticate(ctx context.Context, bearer string) (*User, *Access
 		return nil, nil, err
 	}
 	t := tokenFrom(o)
-	want, err := hex.DecodeString(t.Hash)
-	got := sha256.Sum256([]byte(secret))
-	if err != nil || subtle.ConstantTimeCompare(want, got[:]) != 1 {
+	if !secretMatches(t.Hash, secret) {
 		return nil, nil, ErrBadToken
 	}
 	now := s.now()
