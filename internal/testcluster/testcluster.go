@@ -9,9 +9,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -160,3 +163,36 @@ func waitForDefaultServiceAccount(ctx context.Context, c *Cluster, ns string) er
 // Image is the image every test pod uses: busybox, imported into the local cluster's containerd
 // (nothing can be pulled from the internet here), so pods must use PullNever/IfNotPresent.
 const Image = "docker.io/library/busybox:local"
+
+// PodClients returns one HTTP client per ready pod of namespace ns that selector matches (not
+// being deleted, with an IP), each made by newClient (its Transport an *http.Transport) and
+// dialling that pod's IP and port directly, whatever host a URL names: a test reaches each replica
+// of a Deployment over the pod bridge. Their idle connections are closed when the test ends.
+func (c *Cluster) PodClients(t testing.TB, ns, selector string, port int, newClient func() (*http.Client, error)) []*http.Client {
+	t.Helper()
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*http.Client
+	for _, pod := range pods.Items {
+		ready := false
+		for _, cond := range pod.Status.Conditions {
+			ready = ready || cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue
+		}
+		if !ready || pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
+			continue
+		}
+		hc, err := newClient()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port))
+		tr := hc.Transport.(*http.Transport)
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+		t.Cleanup(hc.CloseIdleConnections)
+		out = append(out, hc)
+	}
+	return out
+}

@@ -38,12 +38,18 @@ type bg struct {
 
 func (u *user) start(args ...string) *bg {
 	u.t.Helper()
-	cmd := u.command(context.Background(), args...)
+	return u.startCmd(u.command(context.Background(), args...), "devtool "+strings.Join(args, " "), u.extra...)
+}
+
+// startCmd starts cmd in the user's folder with the user's environment and env, collecting its
+// stderr's lines; it is killed and its output logged (as label) when the test ends.
+func (u *user) startCmd(cmd *exec.Cmd, label string, env ...string) *bg {
+	u.t.Helper()
 	cmd.Dir = u.dir
 	cmd.Env = append([]string{
 		"HOME=" + u.home, "DEVTOOL_HOME=" + u.home, "KUBECONFIG=" + u.c.Kubeconfig,
 		"PATH=" + os.Getenv("PATH"), "NO_COLOR=1",
-	}, u.extra...)
+	}, env...)
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		u.t.Fatal(err)
@@ -68,7 +74,7 @@ func (u *user) start(args ...string) *bg {
 	}()
 	u.t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		u.t.Logf("$ devtool %s\n%s", strings.Join(args, " "), b.output())
+		u.t.Logf("$ %s\n%s", label, b.output())
 	})
 	return b
 }

@@ -3,12 +3,9 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -27,39 +24,7 @@ import (
 // previous release's).
 func (u *user) startBin(bin, agent string, args ...string) *bg {
 	u.t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = u.dir
-	cmd.Env = []string{
-		"HOME=" + u.home, "DEVTOOL_HOME=" + u.home, "KUBECONFIG=" + u.c.Kubeconfig,
-		"PATH=" + os.Getenv("PATH"), "NO_COLOR=1", "DEVTOOL_AGENT_BINARY=" + agent,
-	}
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		u.t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		u.t.Fatal(err)
-	}
-	b := &bg{cmd: cmd, seen: make(chan string, 1000), done: make(chan error, 1)}
-	go func() {
-		sc := bufio.NewScanner(errPipe)
-		for sc.Scan() {
-			b.mu.Lock()
-			b.lines = append(b.lines, sc.Text())
-			b.mu.Unlock()
-			select {
-			case b.seen <- sc.Text():
-			default:
-			}
-		}
-		b.done <- cmd.Wait()
-	}()
-	u.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		u.t.Logf("$ %s %s\n%s", bin, strings.Join(args, " "), b.output())
-	})
-	return b
+	return u.startCmd(exec.Command(bin, args...), bin+" "+strings.Join(args, " "), "DEVTOOL_AGENT_BINARY="+agent)
 }
 
 // interrupt ends an up with SIGINT and waits for it.

@@ -20,7 +20,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -498,32 +497,11 @@ func TestWebSessionAcrossReplicas(t *testing.T) {
 // pod's IP (on the pod bridge) directly, not following redirects.
 func platformPodClients(t *testing.T, c *testcluster.Cluster, p platformFiles, ca []byte) []*http.Client {
 	t.Helper()
-	ctx := context.Background()
-	ns := platformNamespace(t, c, p)
-	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + install.Name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*http.Client
-	for _, pod := range pods.Items {
-		ready := false
-		for _, cond := range pod.Status.Conditions {
-			ready = ready || cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue
-		}
-		if !ready || pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
-			continue
-		}
-		hc, err := install.Client(ca)
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(install.Port))
-		tr := hc.Transport.(*http.Transport)
-		d := &net.Dialer{Timeout: 10 * time.Second}
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	pods := c.PodClients(t, platformNamespace(t, c, p), "app.kubernetes.io/name="+install.Name, install.Port, func() (*http.Client, error) {
+		return install.Client(ca)
+	})
+	for _, hc := range pods {
 		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-		t.Cleanup(hc.CloseIdleConnections)
-		out = append(out, hc)
 	}
-	return out
+	return pods
 }

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -325,35 +324,18 @@ func (p *platform) podURL() string { return "https://devtool.localhost" }
 // cluster's pod bridge) directly.
 func platformPods(t *testing.T, c *testcluster.Cluster) []*http.Client {
 	t.Helper()
-	p, err := c.Clientset.CoreV1().Pods(platformNS()).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + install.Name})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ca, err := os.ReadFile(filepath.Join(platformDir(), "platform-ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*http.Client
-	for _, pod := range p.Items {
-		ready := false
-		for _, cond := range pod.Status.Conditions {
-			ready = ready || cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue
-		}
-		if !ready || pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
-			continue
-		}
+	return c.PodClients(t, platformNS(), "app.kubernetes.io/name="+install.Name, install.Port, func() (*http.Client, error) {
 		hc, err := install.Client(ca)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		addr := net.JoinHostPort(pod.Status.PodIP, fmt.Sprint(install.Port))
 		tr := hc.Transport.(*http.Transport)
-		d := &net.Dialer{Timeout: 10 * time.Second}
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 		tr.TLSClientConfig = tr.TLSClientConfig.Clone()
 		tr.TLSClientConfig.ServerName = "devtool.localhost"
-		t.Cleanup(hc.CloseIdleConnections)
-		out = append(out, hc)
-	}
-	return out
+		return hc, nil
+	})
 }
