@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/go-git/go-git/v5"
@@ -59,9 +62,16 @@ func Clone(ctx context.Context, o CloneOptions) (*Cloned, error) {
 		}
 		co.Auth = &githttp.BasicAuth{Username: user, Password: o.Token}
 	}
+	_, statErr := os.Lstat(o.Dir)
 	repo, err := git.PlainCloneContext(ctx, o.Dir, false, co)
 	if err != nil {
 		return nil, cloneError(o, u, err)
+	}
+	if err := checkLinks(o.Dir); err != nil {
+		if errors.Is(statErr, fs.ErrNotExist) { // as git does with a clone that failed: nothing left to read
+			_ = os.RemoveAll(o.Dir)
+		}
+		return nil, fmt.Errorf("cloning %s: %w", o.URL, err)
 	}
 	head, err := repo.Head()
 	if err != nil {
@@ -104,4 +114,51 @@ func cloneError(o CloneOptions, u *url.URL, err error) error {
 		return fmt.Errorf("cloning %s: the server's certificate is not trusted (the runner trusts the system's roots and the platform's CA): %w", o.URL, err)
 	}
 	return fmt.Errorf("cloning %s: %w", o.URL, err)
+}
+
+// ErrLinkOutside is wrapped by Clone's error for a repository with a symbolic link out of the clone.
+var ErrLinkOutside = errors.New("a symbolic link leads out of the repository")
+
+// checkLinks walks the checkout at root and fails, wrapping ErrLinkOutside and naming the link,
+// at the first symbolic link that leads out of root: the deploy would read through it whatever it
+// names (the runner's token, the builder's key, the run's secrets) as if it were the repository's.
+// A link is followed where it can be (other links on its way included); one that leads nowhere is
+// judged by its text. Links that stay inside root are fine, dangling ones too.
+func checkLinks(root string) error {
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return err
+	}
+	return filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p == filepath.Join(real, ".git") {
+			return filepath.SkipDir
+		}
+		if d.Type()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		rel, _ := filepath.Rel(real, p)
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		to, err := filepath.EvalSymlinks(p)
+		if err != nil { // leads nowhere (yet): where its text points
+			to = target
+			if !filepath.IsAbs(to) {
+				to = filepath.Join(filepath.Dir(p), target)
+			}
+		}
+		if !within(real, filepath.Clean(to)) {
+			return fmt.Errorf("%w: %s -> %s (links must stay inside the repository)", ErrLinkOutside, filepath.ToSlash(rel), target)
+		}
+		return nil
+	})
+}
+
+// within says whether p is root or below it (both clean and absolute).
+func within(root, p string) bool {
+	return p == root || strings.HasPrefix(p, root+string(filepath.Separator)) || root == string(filepath.Separator)
 }

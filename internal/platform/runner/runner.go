@@ -29,6 +29,7 @@ import (
 
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/runspec"
+	"github.com/devtool/devtool/internal/safefile"
 )
 
 // Options are the run and the runner's surroundings.
@@ -320,10 +321,11 @@ func hostedBuildEnv(o Options, s runspec.Spec, token string) ([]string, error) {
 	return append(env, "DOCKER_CONFIG="+dir), nil
 }
 
-// dotEnvNames reads the names a .env file sets (NAME=..., export NAME=...); none when it is absent.
+// dotEnvNames reads the names a .env file sets (NAME=..., export NAME=...) from its first MiB; none
+// when it is absent or not a regular file (never blocking on a FIFO).
 func dotEnvNames(path string) map[string]bool {
 	out := map[string]bool{}
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return out
 	}
