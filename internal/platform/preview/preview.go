@@ -12,6 +12,7 @@ package preview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -371,9 +372,10 @@ func (m *Manager) Destroy(ctx context.Context, caller *store.User, name string) 
 }
 
 // destroy runs the destroy of p as its creator (the manifest's destroy commands); when the run
-// ends, the leader deletes the namespace and the record (OnRunFinished). When no run can start
+// ends, the leader deletes the namespace and the record (OnRunFinished). When no run can ever start
 // (no repository to clone, the creator is gone, a deploy is going on and force), the namespace is
-// deleted at once.
+// deleted at once; when one could not start just now (runCannotStart false), nothing changes and
+// the error is returned.
 func (m *Manager) destroy(ctx context.Context, p *Preview, reason string, userAsked bool) (*api.Preview, error) {
 	if p.Status == api.PreviewDestroying {
 		out := m.API(p)
@@ -396,6 +398,11 @@ func (m *Manager) destroy(ctx context.Context, p *Preview, reason string, userAs
 	if err != nil && userAsked && errorsIsConflict(err) {
 		return nil, err // a deploy is going on: the user waits for it
 	}
+	if err != nil && !runCannotStart(err) {
+		// something could not be read or written just now (the secrets, the run's token or Job):
+		// nothing is deleted without its destroy commands; the user or the next sweep tries again
+		return nil, fmt.Errorf("destroying preview %s: its destroy run did not start: %w", p.Name, err)
+	}
 	now := m.o.Now().UTC()
 	up, uerr := m.update(ctx, p.Name, func(x *Preview) { x.Status, x.DestroyReason, x.LastActivity = api.PreviewDestroying, reason, now })
 	if uerr != nil {
@@ -413,6 +420,16 @@ func (m *Manager) destroy(ctx context.Context, p *Preview, reason string, userAs
 		out.Run = &a
 	}
 	return &out, nil
+}
+
+// runCannotStart says whether err means that no destroy run can ever start for the preview (its
+// creator is gone, it has no repository, the creator lost the right, pipelines are off, a deploy
+// runs and the destroy is forced), so it is removed at once without one, rather than a failure to
+// read or write that may pass.
+func runCannotStart(err error) bool {
+	var ie *store.InputError
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrForbidden) || errors.Is(err, store.ErrConflict) ||
+		errors.Is(err, pipeline.ErrNotConfigured) || errors.As(err, &ie)
 }
 
 // remove deletes the preview's namespace and record.

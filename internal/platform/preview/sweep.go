@@ -34,15 +34,29 @@ func (m *Manager) RunController(ctx context.Context) {
 	}
 }
 
-// Sweep is one pass of RunController.
+// Sweep is one pass of RunController. It destroys, removes or puts to sleep only on what it read:
+// a record without a readable last activity gets now as its activity (the TTL counts from there),
+// and a preview being destroyed is removed once its own destroy run ended, never because its runs
+// cannot be read or the cache does not show its destroy run yet (after destroyingFor it is).
 func (m *Manager) Sweep(ctx context.Context) {
 	now := m.o.Now()
 	for _, p := range m.all() {
+		if p.LastActivity.IsZero() {
+			m.o.Log.Warn("preview without a readable last activity: counting its idle time from now", "preview", p.Name)
+			if _, err := m.update(ctx, p.Name, func(x *Preview) {
+				if x.LastActivity.IsZero() {
+					x.LastActivity = now.UTC()
+				}
+			}); err != nil {
+				m.o.Log.Warn("preview activity not recorded", "preview", p.Name, "err", err)
+			}
+			continue
+		}
 		idle := now.Sub(p.LastActivity)
 		switch {
 		case p.Status == api.PreviewDestroying:
 			r := m.o.Pipelines.LatestRun(p.Namespace, p.Name)
-			runOver := r == nil || (api.Finished(r.Phase) && (r.Finished == nil || now.Sub(*r.Finished) > time.Minute))
+			runOver := r != nil && r.Action == api.ActionDestroy && api.Finished(r.Phase) && (r.Finished == nil || now.Sub(*r.Finished) > time.Minute)
 			if runOver || idle > destroyingFor { // OnRunFinished missed it, or the destroy hangs
 				if err := m.remove(ctx, p, true); err != nil {
 					m.o.Log.Warn("preview not removed", "preview", p.Name, "err", err)
