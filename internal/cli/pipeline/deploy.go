@@ -137,6 +137,10 @@ func runDeploy(ctx context.Context, opts *DeployOptions) error {
 		Vars: opts.vars}
 	r, err := p.Client.StartPipeline(ctx, ns, req)
 	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "Interrupted while the platform was starting the %s: the run may have started; see it with: devtool pipeline logs --name %s --namespace %s\n", opts.Action, name, ns)
+			return ctx.Err()
+		}
 		return refusal(err, ns)
 	}
 	if r.Skipped {

@@ -239,6 +239,10 @@ func runDeploy(ctx context.Context, opts *DeployOptions) error {
 		File: opts.File, Public: opts.Public, TimeoutSeconds: int64(opts.Timeout.Round(time.Second) / time.Second), Vars: opts.vars}
 	pv, created, err := p.Client.CreatePreview(ctx, req)
 	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "Interrupted while the platform was starting preview %s: its deploy may have started; 'devtool preview list' shows it, 'devtool pipeline logs --name %s --namespace %s -f' follows its run.\n", name, name, name)
+			return ctx.Err()
+		}
 		return refusal(err, name)
 	}
 	verb := "Deploying preview"
@@ -306,6 +310,10 @@ func runDestroy(ctx context.Context, opts *DestroyOptions) error {
 	defer p.Close()
 	pv, err := p.Client.DestroyPreview(ctx, name)
 	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "Interrupted while asking the platform to destroy preview %s: its destroy may have started; 'devtool preview list' shows its state.\n", name)
+			return ctx.Err()
+		}
 		return refusal(err, name)
 	}
 	var runErr error
@@ -327,6 +335,7 @@ func runDestroy(ctx context.Context, opts *DestroyOptions) error {
 		}
 		if wctx.Err() != nil {
 			if ctx.Err() != nil {
+				fmt.Fprintf(opts.IO.ErrOut, "Stopped waiting: the platform goes on removing preview %s; 'devtool preview list' shows when it is gone.\n", name)
 				return ctx.Err()
 			}
 			return fmt.Errorf("preview %s is still being removed after 2m: 'devtool preview list' shows when it is gone", name)
