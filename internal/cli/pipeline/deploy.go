@@ -70,6 +70,9 @@ With --wait the log is streamed here and the command exits with the result.`
 				return cmdutil.FlagErrorf("--name %q: %s", opts.Name, why)
 			}
 		}
+		if err := checkNamespace(opts.Kube.Namespace); err != nil {
+			return err
+		}
 		if opts.Repository != "" {
 			if err := checkRepository(opts.Repository, opts.IO.ErrOut); err != nil {
 				return err

@@ -45,6 +45,9 @@ each. With -f a run still going on is followed until it ends, and the command ex
 					return cmdutil.FlagErrorf("--name %q: %s", opts.Name, why)
 				}
 			}
+			if err := checkNamespace(opts.Kube.Namespace); err != nil {
+				return err
+			}
 			if opts.Run != "latest" {
 				if n, err := strconv.Atoi(opts.Run); err != nil || n < 1 {
 					return cmdutil.FlagErrorf("--run must be a run number (1, 2, ...) or latest, got %q", opts.Run)

@@ -79,6 +79,17 @@ func refusal(err error, ns string) error {
 	return err
 }
 
+// checkNamespace validates --namespace when given: a Kubernetes namespace's name (a DNS label).
+func checkNamespace(ns string) error {
+	if ns == "" {
+		return nil
+	}
+	if why := runspec.ValidName(ns); why != "" {
+		return cmdutil.FlagErrorf("--namespace %q: %s", ns, why)
+	}
+	return nil
+}
+
 // checkRepository validates --repository: https, or http with a warning on w.
 func checkRepository(repo string, w io.Writer) error {
 	u, err := runspec.CheckRepository(repo)

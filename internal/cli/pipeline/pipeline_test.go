@@ -62,6 +62,8 @@ func TestDeployFlags(t *testing.T) {
 		{[]string{"--name", "Bad_Name"}, "--name"},
 		{[]string{"--branch", "a..b"}, "not a valid branch name"},
 		{[]string{"--file", "../../etc/passwd"}, "leaves the repository"},
+		{[]string{"--namespace", "Bad_NS"}, `--namespace "Bad_NS"`},
+		{[]string{"--repository", "file:///etc"}, "must be an https:// URL"},
 	} {
 		f, _ := factory(t, nil)
 		var got *DeployOptions
@@ -135,5 +137,28 @@ func TestWriteResultFits(t *testing.T) {
 	if len(b) > runspec.MaxResultBytes || json.Unmarshal(b, &got) != nil || got.Step != "deploy" ||
 		!strings.HasPrefix(got.Tail, "a line") || !strings.HasSuffix(tail, got.Tail) {
 		t.Fatalf("%d bytes: %q", len(b), b[:min(len(b), 200)])
+	}
+}
+
+func TestLogsFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--name", "shop", "-n", "web", "--run", "3"}, ""},
+		{[]string{"--name", "shop", "-n", "Web!"}, "--namespace"},
+		{[]string{"--name", "shop", "--run", "0"}, "--run"},
+	} {
+		f, _ := factory(t, nil)
+		err := execute(NewLogsCmd(f, func(context.Context, *LogsOptions) error { return nil }), c.args...)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%v: %v", c.args, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) || errs.ExitCode(err) != errs.ExitUsage {
+			t.Errorf("%v: %v, want a usage error naming %s", c.args, err, c.want)
+		}
 	}
 }

@@ -115,7 +115,9 @@ func TestInterruptedSaysWhatIsLeft(t *testing.T) {
 				}
 				return false
 			},
-			func(r *http.Request) bool { return r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, api.Prefix+"/previews/pr-1") })
+			func(r *http.Request) bool {
+				return r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, api.Prefix+"/previews/pr-1")
+			})
 		if !errors.Is(err, context.Canceled) || !strings.Contains(stderr, "goes on removing preview pr-1") {
 			t.Fatalf("err %v, stderr %q", err, stderr)
 		}

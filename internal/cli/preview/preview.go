@@ -183,6 +183,16 @@ defaults to one made of the repository's and the branch's names. A global previe
 			if opts.vars, err = cmdutil.CheckRunFlags(opts.Timeout, opts.Vars, opts.Branch, opts.File); err != nil {
 				return err
 			}
+			if opts.Repository != "" {
+				if _, err := runspec.CheckRepository(opts.Repository); err != nil {
+					return cmdutil.FlagErrorf("--repository %q: %v", opts.Repository, err)
+				}
+			}
+			if opts.SourceURL != "" {
+				if err := runspec.CheckSourceURL(opts.SourceURL); err != nil {
+					return cmdutil.FlagErrorf("--sourceUrl %q: %v", opts.SourceURL, err)
+				}
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"sort"
 	"sync"
 	"time"
@@ -245,9 +244,8 @@ func checkRequest(req *api.PreviewRequest) error {
 		return &store.InputError{Field: "repository", Reason: err.Error()}
 	}
 	if req.SourceURL != "" {
-		u, err := url.Parse(req.SourceURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(req.SourceURL) > 2048 {
-			return &store.InputError{Field: "sourceUrl", Reason: "the pull or merge request's https:// URL"}
+		if err := runspec.CheckSourceURL(req.SourceURL); err != nil {
+			return &store.InputError{Field: "sourceUrl", Reason: err.Error()}
 		}
 	}
 	return nil

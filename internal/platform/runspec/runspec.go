@@ -173,6 +173,16 @@ func CheckRepository(raw string) (*url.URL, error) {
 	return u, nil
 }
 
+// CheckSourceURL checks a preview's pull or merge request URL: https (or http), with a host, at
+// most 2048 characters.
+func CheckSourceURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(raw) > maxURLLen {
+		return errors.New("the pull or merge request's https:// URL")
+	}
+	return nil
+}
+
 // CheckBranch applies git's rules for a branch name (git check-ref-format --branch).
 func CheckBranch(b string) error {
 	switch {
