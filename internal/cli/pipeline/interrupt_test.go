@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/devtool/devtool/internal/contexts"
+	"github.com/devtool/devtool/internal/errs"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/client/clienttest"
 )
@@ -60,5 +61,27 @@ func TestDeployInterruptedWhileStarting(t *testing.T) {
 	}
 	if want := "devtool pipeline logs --name shop --namespace alice"; !strings.Contains(errOut.String(), "may have started") || !strings.Contains(errOut.String(), want) {
 		t.Fatalf("stderr %q: want it to say the run may have started and %q", errOut.String(), want)
+	}
+}
+
+// TestLogsNeedsANamespace: a platform context without a namespace and no --namespace is a usage
+// error naming the flag, before any request (as for deploy).
+func TestLogsNeedsANamespace(t *testing.T) {
+	fk := clienttest.New(t)
+	alice := fk.AddUser("alice", false)
+	f, _ := factory(t, nil)
+	if err := contexts.SavePlatform(contexts.NewStore(f.Getenv("DEVTOOL_HOME")), &contexts.Context{Name: fk.URL(), Token: alice,
+		Certificate: string(fk.CAPEM), Username: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	seen := len(fk.RequestsSeen())
+	err := execute(NewLogsCmd(f, nil), "--name", "shop")
+	if err == nil || !strings.Contains(err.Error(), "--namespace") || errs.ExitCode(err) != errs.ExitUsage {
+		t.Fatalf("%v (exit %d), want a usage error naming --namespace", err, errs.ExitCode(err))
+	}
+	for _, r := range fk.RequestsSeen()[seen:] {
+		if strings.Contains(r, "pipelines") {
+			t.Fatalf("a request was sent: %s", r)
+		}
 	}
 }

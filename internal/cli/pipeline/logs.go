@@ -75,6 +75,9 @@ func runLogs(ctx context.Context, opts *LogsOptions) error {
 	}
 	defer p.Close()
 	ns := p.Selection.Namespace
+	if ns == "" {
+		return cmdutil.FlagErrorf("give --namespace: the context %s has no namespace", p.Selection.Name())
+	}
 	name := opts.Name
 	if name == "" {
 		if name, err = defaultName(ctx, "", opts.WorkDir); err != nil {
