@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/devtool/devtool/internal/contexts"
 	"github.com/devtool/devtool/internal/errs"
@@ -64,20 +68,23 @@ func TestDeployInterruptedWhileStarting(t *testing.T) {
 	}
 }
 
-// TestLogsNeedsANamespace: a platform context without a namespace and no --namespace is a usage
-// error naming the flag, before any request (as for deploy).
+// TestLogsNeedsANamespace: a platform context without a namespace (DEVTOOL_URL and DEVTOOL_TOKEN,
+// no DEVTOOL_NAMESPACE) and no --namespace is a usage error naming the flag, before any request
+// (as for deploy).
 func TestLogsNeedsANamespace(t *testing.T) {
 	fk := clienttest.New(t)
 	alice := fk.AddUser("alice", false)
-	f, _ := factory(t, nil)
-	if err := contexts.SavePlatform(contexts.NewStore(f.Getenv("DEVTOOL_HOME")), &contexts.Context{Name: fk.URL(), Token: alice,
-		Certificate: string(fk.CAPEM), Username: "alice"}); err != nil {
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, fk.CAPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	f, _ := factory(t, map[string]string{api.EnvURL: fk.URL(), api.EnvToken: alice, api.EnvCACert: ca})
 	seen := len(fk.RequestsSeen())
-	err := execute(NewLogsCmd(f, nil), "--name", "shop")
-	if err == nil || !strings.Contains(err.Error(), "--namespace") || errs.ExitCode(err) != errs.ExitUsage {
-		t.Fatalf("%v (exit %d), want a usage error naming --namespace", err, errs.ExitCode(err))
+	for _, cmd := range []*cobra.Command{NewLogsCmd(f, nil), NewDeployCmd(f, api.ActionDestroy, nil)} {
+		err := execute(cmd, "--name", "shop")
+		if err == nil || !strings.Contains(err.Error(), "--namespace") || errs.ExitCode(err) != errs.ExitUsage {
+			t.Fatalf("%s: %v (exit %d), want a usage error naming --namespace", cmd.Name(), err, errs.ExitCode(err))
+		}
 	}
 	for _, r := range fk.RequestsSeen()[seen:] {
 		if strings.Contains(r, "pipelines") {
