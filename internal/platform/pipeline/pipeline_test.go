@@ -358,6 +358,9 @@ func TestCheckRequest(t *testing.T) {
 		{api.PipelineRequest{Name: "a", Repository: "https://x/y", Branch: "a..b"}, "branch"},
 		{api.PipelineRequest{Name: "a", Repository: "https://x/y", File: "../etc/passwd"}, "file"},
 		{api.PipelineRequest{Name: "a", Repository: "https://x/y", Vars: []api.Var{{Name: "1X"}}}, "vars"},
+		// names the deploy sets itself: refused here, not by the run's deploy after its Job started
+		{api.PipelineRequest{Name: "a", Repository: "https://x/y", Vars: []api.Var{{Name: "DEVTOOL_NAMESPACE", Value: "x"}}}, "vars"},
+		{api.PipelineRequest{Name: "a", Repository: "https://x/y", Vars: []api.Var{{Name: "devtool_git_commit", Value: "x"}}}, "vars"},
 		{api.PipelineRequest{Name: "a", Repository: "https://x/y", TimeoutSeconds: 86401}, "timeoutSeconds"},
 		{api.PipelineRequest{Name: "a", Repository: "https://x/y", Action: "up"}, "action"},
 	} {

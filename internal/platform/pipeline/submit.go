@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/pki"
 	"github.com/devtool/devtool/internal/platform/runspec"
@@ -78,6 +79,9 @@ func checkRequest(req *api.PipelineRequest) error {
 	for _, v := range req.Vars {
 		if !varName.MatchString(v.Name) {
 			return &store.InputError{Field: "vars", Reason: fmt.Sprintf("%q is not a variable name (letters, digits and '_', not starting with a digit)", v.Name)}
+		}
+		if deploy.Reserved(v.Name) {
+			return &store.InputError{Field: "vars", Reason: fmt.Sprintf("%s is reserved: deploy sets it itself", v.Name)}
 		}
 		size += len(v.Name) + len(v.Value)
 	}
