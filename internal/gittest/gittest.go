@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http"
@@ -126,7 +127,7 @@ func (s *Server) Repo(t testing.TB, name, src, branch string, private bool) stri
 			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	if err := os.CopyFS(work, os.DirFS(src)); err != nil {
+	if err := copyTree(work, src); err != nil {
 		t.Fatal(err)
 	}
 	run(work, "init", "-q", "-b", branch)
@@ -141,6 +142,37 @@ func (s *Server) Repo(t testing.TB, name, src, branch string, private bool) stri
 		s.mu.Unlock()
 	}
 	return s.URL + "/" + name + ".git"
+}
+
+// copyTree copies the files and folders of src into dst, symbolic links as links (os.CopyFS
+// refuses them), so a test repository may hold links.
+func copyTree(dst, src string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644|info.Mode().Perm()&0o111) // execute bits kept, as os.CopyFS does
+	})
 }
 
 // Commit adds or changes files in repository name on branch (made from the current default branch

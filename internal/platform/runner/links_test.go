@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,12 +15,12 @@ import (
 )
 
 // linkRepo makes repository name on srv whose files are files plus the symbolic links links
-// (path -> target), committed as links (os.CopyFS, which gittest's Repo uses, copies none).
+// (path -> target).
 func linkRepo(t *testing.T, srv *gittest.Server, name string, files, links map[string]string) string {
 	t.Helper()
-	work := writeFiles(t, files)
+	src := writeFiles(t, files)
 	for p, target := range links {
-		full := filepath.Join(work, p)
+		full := filepath.Join(src, p)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -29,23 +28,7 @@ func linkRepo(t *testing.T, srv *gittest.Server, name string, files, links map[s
 			t.Fatal(err)
 		}
 	}
-	run := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=test", "GIT_AUTHOR_EMAIL=test@example.com",
-			"GIT_COMMITTER_NAME=test", "GIT_COMMITTER_EMAIL=test@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+work)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	run(work, "init", "-q", "-b", "main")
-	run(work, "add", "-A")
-	run(work, "commit", "-q", "-m", "links")
-	bare := filepath.Join(srv.Root, name+".git")
-	run(srv.Root, "clone", "-q", "--bare", work, bare)
-	run(bare, "update-server-info")
-	return srv.URL + "/" + name + ".git"
+	return srv.Repo(t, name, src, "main", false)
 }
 
 // TestCloneRefusesLinksOutOfTheRepository: a repository whose devtool.yml (or a folder on the
