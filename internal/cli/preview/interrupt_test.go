@@ -61,10 +61,18 @@ func interrupted(t *testing.T, build func(*cmdutil.Factory) *cobra.Command, args
 	return "", nil
 }
 
-func hang(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
-	select {
-	case <-r.Context().Done():
-	case <-release:
+// hangOn is a route that never answers the requests match takes (a platform slow to answer): the
+// request ends when the client gives up or the test ends.
+func hangOn(match func(*http.Request) bool) func(http.ResponseWriter, *http.Request, <-chan struct{}) bool {
+	return func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) bool {
+		if !match(r) {
+			return false
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+		return true
 	}
 }
 
@@ -75,13 +83,7 @@ func TestInterruptedSaysWhatIsLeft(t *testing.T) {
 	t.Run("deploy", func(t *testing.T) {
 		stderr, err := interrupted(t, func(f *cmdutil.Factory) *cobra.Command { return NewDeployCmd(f, nil) },
 			[]string{"pr-1", "--repository", "https://git.example.com/a/shop.git", "--branch", "main", "--wait"},
-			func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) bool {
-				if r.Method == http.MethodPost && r.URL.Path == api.Prefix+"/previews" {
-					hang(w, r, release)
-					return true
-				}
-				return false
-			},
+			hangOn(func(r *http.Request) bool { return r.Method == http.MethodPost && r.URL.Path == api.Prefix+"/previews" }),
 			func(r *http.Request) bool { return r.Method == http.MethodPost })
 		if !errors.Is(err, context.Canceled) || !strings.Contains(stderr, "may have started") || !strings.Contains(stderr, "devtool pipeline logs --name pr-1 --namespace pr-1 -f") {
 			t.Fatalf("err %v, stderr %q", err, stderr)
@@ -89,13 +91,7 @@ func TestInterruptedSaysWhatIsLeft(t *testing.T) {
 	})
 	t.Run("destroy request", func(t *testing.T) {
 		stderr, err := interrupted(t, func(f *cmdutil.Factory) *cobra.Command { return NewDestroyCmd(f, nil) }, []string{"pr-1"},
-			func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) bool {
-				if r.Method == http.MethodDelete {
-					hang(w, r, release)
-					return true
-				}
-				return false
-			},
+			hangOn(func(r *http.Request) bool { return r.Method == http.MethodDelete }),
 			func(r *http.Request) bool { return r.Method == http.MethodDelete })
 		if !errors.Is(err, context.Canceled) || !strings.Contains(stderr, "destroy may have started") || !strings.Contains(stderr, "devtool preview list") {
 			t.Fatalf("err %v, stderr %q", err, stderr)
