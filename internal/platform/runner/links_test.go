@@ -130,3 +130,29 @@ func TestDotEnvNamesNeverBlocks(t *testing.T) {
 		t.Fatalf("names %v", names)
 	}
 }
+
+// TestRunTokenFileNeverBlocks: the run's token is read through safefile: a FIFO in its place fails
+// the start step at once instead of blocking the run until its deadline.
+func TestRunTokenFileNeverBlocks(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "token")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	var out strings.Builder
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(context.Background(), Options{TokenFile: fifo, WorkDir: t.TempDir(), Out: &out})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "token") {
+			t.Fatalf("err %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("Run blocked reading a FIFO as its token")
+	}
+}

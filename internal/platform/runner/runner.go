@@ -76,7 +76,7 @@ func Run(ctx context.Context, o Options) (res runspec.Result, err error) {
 		o.Grace = 10 * time.Second
 	}
 	s := o.Spec
-	token, err := os.ReadFile(o.TokenFile)
+	token, err := safefile.Read(o.TokenFile, 64<<10)
 	if err != nil {
 		return runspec.Result{Step: api.StepStart}, fmt.Errorf("reading the run's token: %w", err)
 	}
