@@ -33,8 +33,14 @@ const (
 	stuckAfter   = 2 * time.Minute  // a run recorded without a Job after this long failed to start
 )
 
+// CheckRequest checks a run's request as Submit does, without running it (req is not changed): the
+// preview manager checks a preview's run before it makes the preview's record and namespace.
+func CheckRequest(req api.PipelineRequest) error {
+	return checkRequest(&req)
+}
+
 // The environment's record written by devtool deploy (internal/deploy's StateName and
-// StatusDeployed; a test keeps them equal). Not imported: the platform's binary stays small.
+// StatusDeployed; a test keeps them equal).
 const (
 	envStatePrefix    = "devtool-env-"
 	envStatusDeployed = "deployed"

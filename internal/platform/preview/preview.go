@@ -248,7 +248,15 @@ func checkRequest(req *api.PreviewRequest) error {
 			return &store.InputError{Field: "sourceUrl", Reason: err.Error()}
 		}
 	}
-	return nil
+	// the run's fields (branch, file, vars, timeout), before the preview's record and namespace
+	return pipeline.CheckRequest(runRequest(*req))
+}
+
+// runRequest is the deploy run of a preview's request (the preview's namespace and pipeline share
+// its name).
+func runRequest(req api.PreviewRequest) api.PipelineRequest {
+	return api.PipelineRequest{Name: req.Name, Repository: req.Repository, Branch: req.Branch, File: req.File,
+		Vars: req.Vars, TimeoutSeconds: req.TimeoutSeconds}
 }
 
 // Deploy creates preview req.Name (or redeploys it: its creator, or an admin for a global one) and
@@ -316,8 +324,7 @@ func (m *Manager) Deploy(ctx context.Context, caller *store.User, req api.Previe
 	if err != nil {
 		return nil, false, err
 	}
-	run, err := m.o.Pipelines.Submit(ctx, creator, p.Namespace, api.PipelineRequest{Name: p.Name, Repository: req.Repository,
-		Branch: req.Branch, File: req.File, Vars: req.Vars, TimeoutSeconds: req.TimeoutSeconds},
+	run, err := m.o.Pipelines.Submit(ctx, creator, p.Namespace, runRequest(req),
 		pipeline.SubmitOptions{Secrets: secrets, Preview: p.Name, Trusted: true})
 	if err != nil {
 		return nil, false, err

@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -153,4 +154,30 @@ func TestDestroyWaitsOutUnreadableSecrets(t *testing.T) {
 		t.Fatalf("no destroy run once the secrets were readable: %+v", r)
 	}
 
+}
+
+// TestDeployChecksTheRunFirst: a preview request whose run would be refused (a bad branch, file,
+// variable or timeout) is refused before the preview's record or namespace is made.
+func TestDeployChecksTheRunFirst(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct {
+		req   api.PreviewRequest
+		field string
+	}{
+		{api.PreviewRequest{Name: "bad-branch", Repository: f.repository, Branch: "a..b"}, "branch"},
+		{api.PreviewRequest{Name: "bad-file", Repository: f.repository, File: "../x.yml"}, "file"},
+		{api.PreviewRequest{Name: "bad-var", Repository: f.repository, Vars: []api.Var{{Name: "1X"}}}, "vars"},
+		{api.PreviewRequest{Name: "bad-timeout", Repository: f.repository, TimeoutSeconds: 86401}, "timeoutSeconds"},
+	} {
+		var in *store.InputError
+		if _, _, err := f.m.Deploy(f.ctx, f.alice, c.req); !errors.As(err, &in) || in.Field != c.field {
+			t.Errorf("%s: %v, want a bad %s", c.req.Name, err, c.field)
+		}
+		if _, err := f.st.Dyn.Resource(Resource).Namespace(f.st.Namespace).Get(f.ctx, c.req.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: its record was made (%v)", c.req.Name, err)
+		}
+		if f.namespaceExists(t, c.req.Name) {
+			t.Errorf("%s: its namespace was made", c.req.Name)
+		}
+	}
 }
