@@ -44,7 +44,8 @@ type usageError struct{ error }
 
 const usage = `usage:
   devtool-agent serve --home DIR [--addr 127.0.0.1:2222] [--log FILE]
-  devtool-agent version`
+  devtool-agent version
+  devtool-agent capabilities`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -54,6 +55,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "version":
 		i := buildinfo.Get()
 		fmt.Fprintf(stdout, "devtool-agent %s (commit %s, sync protocol %d, %s, %s)\n", i.Version, i.Commit, filesync.ProtocolVersion, i.GoVersion, i.Platform)
+		return nil
+	case "capabilities":
+		// What an agent restarting into this binary needs to know (checkBinary): the
+		// handoff version it takes kept commands over with.
+		fmt.Fprintf(stdout, "handoff=%d\n", agent.HandoffVersion)
 		return nil
 	case "serve":
 		return serve(ctx, args[1:], stderr)
@@ -107,7 +113,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	cfg := agent.Config{
 		Banner:             agentversion.Banner(agentversion.Info{Release: buildinfo.Get().Version, Protocol: filesync.ProtocolVersion, Sum: sum}),
-		CanRestart:         func() error { return checkBinary(ctx, exe, exeErr) },
+		CanRestart:         func() (bool, error) { return checkBinary(ctx, exe, exeErr) },
+		HandoffFile:        filepath.Join(*home, "agent-handoff.json"),
 		HostKeyFile:        filepath.Join(*home, "ssh", "host_ed25519"),
 		AuthorizedKeysFile: filepath.Join(*home, "ssh", "authorized_keys"),
 		Logger:             logger,
@@ -118,28 +125,43 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	logger.Info("devtool-agent starting", "version", buildinfo.Get().Version, "protocol", filesync.ProtocolVersion, "sha256", sum, "pid", os.Getpid())
 	err = agent.Serve(ctx, ln, cfg)
-	if !errors.Is(err, agent.ErrRestart) {
+	var restart *agent.Restart
+	if !errors.As(err, &restart) {
 		return err
 	}
 	// An upgrade in place: the binary on the dev volume takes this process's place (same
-	// PID, so the container keeps running); every connection and command was closed.
-	logger.Info("restarting with the binary on the dev volume", "path", exe)
+	// PID, so the container keeps running); every connection was closed, and every command
+	// but the kept ones handed over (their processes stay this process's children, their
+	// terminals open across the exec: the new agent takes them over).
+	logger.Info("restarting with the binary on the dev volume", "path", exe, "keptCommands", restart.Kept)
 	lf.Close()
 	err = syscall.Exec(exe, append([]string{exe}, os.Args[1:]...), os.Environ())
+	restart.Abort()
 	return fmt.Errorf("restarting %s: %w", exe, err)
 }
 
 // checkBinary makes sure the agent binary at exe runs before this process is replaced by
-// it: `exe version` must exit 0 within 10 s.
-func checkBinary(ctx context.Context, exe string, exeErr error) error {
+// it: `exe version` must exit 0 within 10 s. handoff: it takes over the kept commands of
+// this agent (`exe capabilities` says the same handoff version; an agent of an earlier
+// release knows no such command).
+func checkBinary(ctx context.Context, exe string, exeErr error) (handoff bool, err error) {
 	if exeErr != nil {
-		return fmt.Errorf("the agent's own binary is unknown: %w", exeErr)
+		return false, fmt.Errorf("the agent's own binary is unknown: %w", exeErr)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, exe, "version").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("the agent binary %s does not run (%v): %s", exe, err, strings.TrimSpace(string(out)))
+		return false, fmt.Errorf("the agent binary %s does not run (%v): %s", exe, err, strings.TrimSpace(string(out)))
 	}
-	return nil
+	out, err = exec.CommandContext(ctx, exe, "capabilities").Output()
+	if err != nil || agent.HandoffVersion == 0 {
+		return false, nil
+	}
+	for _, w := range strings.Fields(string(out)) {
+		if w == fmt.Sprintf("handoff=%d", agent.HandoffVersion) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

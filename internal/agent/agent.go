@@ -59,16 +59,43 @@ type Config struct {
 	// when empty.
 	Banner string
 	// CanRestart, when set, lets a client ask for a restart (agentversion.RestartRequest):
-	// it is called first (cmd/devtool-agent checks that the binary on the dev volume runs);
-	// when it returns nil, the request is answered, and Serve closes everything as when ctx
-	// ends and returns ErrRestart, for the caller to execute the new binary. Its error is
-	// the refusal sent back. Nil refuses every restart request.
-	CanRestart func() error
+	// it is called first (cmd/devtool-agent checks that the binary on the dev volume runs,
+	// and whether it takes over kept commands: handoff); when it returns nil, the request is
+	// answered, and Serve closes every connection and command as when ctx ends (the kept
+	// commands are handed over instead when handoff and HandoffFile say so, handoff_linux.go)
+	// and returns a *Restart (errors.Is ErrRestart), for the caller to execute the new binary.
+	// Its error is the refusal sent back. Nil refuses every restart request.
+	CanRestart func() (handoff bool, err error)
+	// HandoffFile is where an agent restarting in place hands its kept commands to its
+	// successor, and where Serve looks for them at its start (the file is removed once read).
+	// Empty: no handoff.
+	HandoffFile string
 }
 
-// ErrRestart is returned by Serve after a client asked for a restart that CanRestart
-// allowed.
+// ErrRestart is what Serve's *Restart is (errors.Is), after a client asked for a restart
+// that CanRestart allowed.
 var ErrRestart = errors.New("agent: restart requested")
+
+// Restart ends Serve after a restart request: the caller executes the new binary in this
+// process's place.
+type Restart struct {
+	// Kept is how many kept commands were handed over to the successor (they keep running
+	// across the exec); the others ended.
+	Kept int
+	h    *Handoff
+}
+
+func (r *Restart) Error() string { return ErrRestart.Error() }
+func (r *Restart) Unwrap() error { return ErrRestart }
+
+// Abort ends the commands handed over (the successor could not be executed): their
+// processes are killed and waited for, their terminals closed, the handoff file removed.
+func (r *Restart) Abort() {
+	if r.h != nil {
+		r.h.abort()
+		r.h = nil
+	}
+}
 
 // handshakeTimeout bounds how long an unauthenticated connection may stay open.
 const handshakeTimeout = 30 * time.Second
@@ -119,6 +146,10 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 
 	s := &server{cfg: cfg, log: log, sc: sc, conns: map[net.Conn]struct{}{}, children: &children{pids: map[int]bool{}}}
 	s.keeper = newKeeper(log, cfg.KeepFor, s.children)
+	if cfg.HandoffFile != "" {
+		// The kept commands of the agent this process replaced (a restart in place).
+		s.keeper.adopt(cfg.HandoffFile)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.restart = func() {
@@ -171,10 +202,18 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	ln.Close()
 	s.closeAll()
 	s.wg.Wait()
+	var h *Handoff
+	if acceptErr == nil && s.restarting.Load() && s.handoff.Load() && cfg.HandoffFile != "" {
+		h = s.keeper.handOff(cfg.HandoffFile)
+	}
 	s.keeper.closeAll()
 	if acceptErr == nil && s.restarting.Load() {
-		log.Info("agent stopped for a restart")
-		return ErrRestart
+		r := &Restart{h: h}
+		if h != nil {
+			r.Kept = len(h.cmds)
+		}
+		log.Info("agent stopped for a restart", "keptCommandsHandedOver", r.Kept)
+		return r
 	}
 	log.Info("agent stopped")
 	return acceptErr
@@ -196,6 +235,8 @@ type server struct {
 	// restart ends Serve with ErrRestart (a client's restart request).
 	restart    func()
 	restarting atomic.Bool
+	// handoff: the successor takes the kept commands over (CanRestart said so).
+	handoff atomic.Bool
 }
 
 func (s *server) track(c net.Conn) bool {

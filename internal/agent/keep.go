@@ -150,25 +150,42 @@ func (k *keeper) start(id, key string, cmd *exec.Cmd, rows, cols uint32, modes s
 		ptmx.Close()
 		return nil, nil, err
 	}
-	c := &keptCmd{k: k, id: id, key: key, cmd: cmd, pid: cmd.Process.Pid, ptmx: ptmx,
-		ring: make([]byte, keepRing), readDone: make(chan struct{}), waited: make(chan struct{}), gone: make(chan struct{})}
-	c.cond = sync.NewCond(&c.mu)
+	pid := cmd.Process.Pid
+	// Waited for by pid (wait), never through cmd: the process may be handed to the agent
+	// that replaces this one (handoff_linux.go).
+	_ = cmd.Process.Release()
+	c := newKept(k, id, key, pid, ptmx, openPidfd(pid))
 	k.cmds[id] = c
 	k.wg.Add(2)
 	k.mu.Unlock()
-	go func() {
-		defer k.wg.Done()
-		c.readOutput()
-	}()
-	go func() {
-		defer k.wg.Done()
-		c.wait()
-	}()
+	c.run()
 	k.log.Info("kept command started", "pid", c.pid, "keep", shortID(id))
 	c.mu.Lock()
 	a := c.attachLocked(ch, 0)
 	c.mu.Unlock()
 	return c, a, nil
+}
+
+// newKept is the kept command of process pid (a session leader, the agent's child) on the
+// terminal whose master is ptmx; pidfd (may be nil) tells its exit through the poller.
+func newKept(k *keeper, id, key string, pid int, ptmx, pidfd *os.File) *keptCmd {
+	c := &keptCmd{k: k, id: id, key: key, pid: pid, ptmx: ptmx, pidfd: pidfd,
+		ring: make([]byte, keepRing), readDone: make(chan struct{}), waited: make(chan struct{}),
+		waitEnd: make(chan struct{}), gone: make(chan struct{})}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+// run starts c's output reader and waiter (k.wg.Add(2) done by the caller, under k.mu).
+func (c *keptCmd) run() {
+	go func() {
+		defer c.k.wg.Done()
+		c.readOutput()
+	}()
+	go func() {
+		defer c.k.wg.Done()
+		c.wait()
+	}()
 }
 
 // closeAll ends every kept command at once (SIGKILL) and waits for them: Serve is ending.
@@ -206,24 +223,32 @@ type keptCmd struct {
 	k    *keeper
 	id   string
 	key  string
-	cmd  *exec.Cmd
 	pid  int
 	ptmx *os.File // non-blocking (deadlines work); never call Fd on it
+	// pidfd refers to the process (pidfd_open), non-blocking in the poller: it turns readable
+	// when the process exits, and a read deadline stops the waiter without reaping it (for a
+	// handoff). Nil when the kernel has none: the waiter blocks in wait4 (no handoff).
+	pidfd *os.File
 
 	readDone chan struct{} // the output reader ended
 	waited   chan struct{} // the process was waited for
+	waitEnd  chan struct{} // the waiter ended (after waited, or stopped for a handoff)
 	gone     chan struct{} // everything of it ended
 
-	mu     sync.Mutex
-	cond   *sync.Cond
-	ring   []byte
-	total  uint64 // output bytes produced so far; the ring holds the last keepRing of them
-	att    *attachment
-	exited bool
-	exitAt uint64 // total when the command's exit was known: output after it is not sent
-	res    exitResult
-	ending bool
-	expiry *time.Timer
+	// handing: a handoff stops the reader and the waiter (their deadlines passed on purpose).
+	handing atomic.Bool
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	ring      []byte
+	total     uint64 // output bytes produced so far; the ring holds the last keepRing of them
+	att       *attachment
+	exited    bool
+	exitAt    uint64 // total when the command's exit was known: output after it is not sent
+	res       exitResult
+	ending    bool
+	expiry    *time.Timer
+	expiresAt time.Time
 
 	inMu    sync.Mutex
 	inTotal uint64 // input bytes written to the terminal
@@ -355,9 +380,15 @@ func (a *attachment) detach(release bool) {
 		c.end("its end was delivered", endClose)
 		return
 	}
-	c.expiry = time.AfterFunc(c.k.keepFor, func() { c.end("no client came back within "+c.k.keepFor.String(), endHangup) })
+	c.expireLocked(c.k.keepFor)
 	c.mu.Unlock()
 	c.k.log.Info("kept command detached: kept until a client comes back", "pid", c.pid, "keep", shortID(c.id), "for", c.k.keepFor)
+}
+
+// expireLocked ends the command after d unless a client attaches before (c.mu held).
+func (c *keptCmd) expireLocked(d time.Duration) {
+	c.expiresAt = time.Now().Add(d)
+	c.expiry = time.AfterFunc(d, func() { c.end("no client came back within "+c.k.keepFor.String(), endHangup) })
 }
 
 // How end treats the command's processes.
@@ -391,6 +422,11 @@ func (c *keptCmd) end(why string, mode endMode) {
 		c.detachLocked(c.att)
 	}
 	c.mu.Unlock()
+	c.finish(why, mode)
+}
+
+// finish is the rest of end, once c.ending is set.
+func (c *keptCmd) finish(why string, mode endMode) {
 	c.k.remove(c)
 	c.k.log.Info("kept command ended", "pid", c.pid, "keep", shortID(c.id), "why", why)
 	switch mode {
@@ -404,6 +440,10 @@ func (c *keptCmd) end(why string, mode endMode) {
 	<-c.waited
 	c.ptmx.Close() // ends the reader (and hangs up what still holds the terminal)
 	<-c.readDone
+	<-c.waitEnd
+	if c.pidfd != nil {
+		c.pidfd.Close()
+	}
 	close(c.gone)
 }
 
@@ -425,6 +465,7 @@ func (c *keptCmd) readOutput() {
 			c.mu.Unlock()
 		}
 		if err != nil {
+			// A handoff stops the reader with a deadline (the successor reads on).
 			return
 		}
 	}
@@ -453,9 +494,21 @@ func (c *keptCmd) readLocked(off uint64, max int) []byte {
 }
 
 // wait waits for the process and records its end once its output is read (a background
-// job may hold the terminal for ever: at most ioDrainDelay more).
+// job may hold the terminal for ever: at most ioDrainDelay more). A handoff stops it before
+// the process exited (or before it is reaped: the successor reaps it).
 func (c *keptCmd) wait() {
-	err := c.cmd.Wait()
+	defer close(c.waitEnd)
+	if !c.watchExit() {
+		return
+	}
+	var ws syscall.WaitStatus
+	var err error
+	for {
+		_, err = syscall.Wait4(c.pid, &ws, 0, nil)
+		if err != syscall.EINTR {
+			break
+		}
+	}
 	c.k.children.done(c.pid)
 	close(c.waited)
 	t := time.NewTimer(ioDrainDelay)
@@ -465,16 +518,13 @@ func (c *keptCmd) wait() {
 	}
 	t.Stop()
 	res := exitResult{status: 127}
-	if c.cmd.ProcessState != nil {
-		ws, _ := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-		switch {
-		case ws.Signaled():
-			res = exitResult{signal: signalName(ws.Signal()), core: ws.CoreDump()}
-		default:
-			res = exitResult{status: uint32(ws.ExitStatus())}
-		}
-	} else if err != nil {
+	switch {
+	case err != nil:
 		c.k.log.Info("kept command: wait failed", "err", err)
+	case ws.Signaled():
+		res = exitResult{signal: signalName(ws.Signal()), core: ws.CoreDump()}
+	default:
+		res = exitResult{status: uint32(ws.ExitStatus())}
 	}
 	c.mu.Lock()
 	c.exited, c.exitAt, c.res = true, c.total, res

@@ -26,9 +26,10 @@ const PreviousProtocol = 2
 
 // RestartRequest is the SSH global request (want-reply) that makes an agent
 // re-execute its binary on the dev volume: the agent checks the new binary
-// runs, answers, closes every connection and command, and executes it in its
-// own place (same PID, the container keeps running). Agents of the releases
-// before it answer false, as to any unknown request.
+// runs, answers (RestartReply), closes every connection and command (its kept
+// commands are handed to the new binary when it takes them: they keep running),
+// and executes it in its own place (same PID, the container keeps running).
+// Agents of the releases before it answer false, as to any unknown request.
 const RestartRequest = "restart@devtool"
 
 // Info is what a banner says.
@@ -147,4 +148,43 @@ func FileSum(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// RestartReply is what an agent says when it accepts a RestartRequest (the reply's
+// payload, words like the banner's). Agents of the releases before it send nothing: their
+// commands end with the restart.
+type RestartReply struct {
+	// Handoff: the agent hands its kept commands (the dev command run with a terminal) to
+	// the new binary, which goes on with them: they keep running across the restart.
+	Handoff bool
+	// Kept is how many kept commands it was running when it answered.
+	Kept int
+	// Said is false for an empty reply (an agent of an earlier release).
+	Said bool
+}
+
+// String is the reply's payload.
+func (r RestartReply) String() string {
+	if !r.Handoff {
+		return "handoff=0"
+	}
+	return fmt.Sprintf("handoff=1 kept=%d", r.Kept)
+}
+
+// ParseRestartReply reads a restart reply's payload; words it does not know are skipped.
+func ParseRestartReply(payload []byte) RestartReply {
+	var r RestartReply
+	for _, w := range strings.Fields(string(payload)) {
+		k, v, _ := strings.Cut(w, "=")
+		switch k {
+		case "handoff":
+			r.Said = true
+			r.Handoff = v == "1"
+		case "kept":
+			if n, err := strconv.Atoi(v); err == nil && n >= 0 && n < 1<<16 {
+				r.Kept = n
+			}
+		}
+	}
+	return r
 }
