@@ -74,3 +74,23 @@ func TestFileSum(t *testing.T) {
 		t.Errorf("%s %v", s, err)
 	}
 }
+
+// The restart reply round-trips, an earlier release's empty reply says nothing, and words
+// this release does not know (a later one's) are skipped.
+func TestRestartReply(t *testing.T) {
+	for _, tc := range []struct {
+		payload string
+		want    RestartReply
+	}{
+		{"", RestartReply{}},
+		{RestartReply{Handoff: true, Kept: 2}.String(), RestartReply{Handoff: true, Kept: 2, Said: true}},
+		{RestartReply{Handoff: false, Kept: 5}.String(), RestartReply{Said: true}},
+		{"handoff=1 kept=1 future=yes", RestartReply{Handoff: true, Kept: 1, Said: true}},
+		{"handoff=1 kept=-3", RestartReply{Handoff: true, Said: true}},
+		{"handoff=2 kept=x", RestartReply{Said: true}},
+	} {
+		if got := ParseRestartReply([]byte(tc.payload)); got != tc.want {
+			t.Errorf("ParseRestartReply(%q) = %+v, want %+v", tc.payload, got, tc.want)
+		}
+	}
+}

@@ -20,16 +20,24 @@ import (
 //
 //  1. this CLI's agent is put on the dev volume (Install, unless it is there already);
 //  2. the running agent is asked to re-execute it in its own place (restart@devtool:
-//     same process, the container keeps running); an agent of a release before that
-//     request (protocol 2) gets SIGTERM instead, and the container restarts with its pod:
-//     the volume, the sync state and the pod stay;
+//     same process, the container keeps running). An agent of this release or later hands
+//     its kept commands (the dev command run with a terminal, which an earlier up may have
+//     left running) to the new binary when that binary takes them (`devtool-agent
+//     capabilities`): the processes stay the agent's children across the exec, their
+//     terminals stay open, and the next connection attaches to the same process as after a
+//     reconnection (internal/agent/handoff_linux.go); its reply says so
+//     (agentversion.RestartReply). An agent of a release before the handoff ends its
+//     commands before the exec. An agent of a release before the request (protocol 2) gets
+//     SIGTERM instead, and the container restarts with its pod: the volume, the sync state
+//     and the pod stay, the commands end;
 //  3. the next connection must come from this CLI's agent; if the same pod still runs the
 //     old one (or none answers within upgradeWait), the pod is deleted and its workload
 //     makes a new one (a persistent dev volume keeps the sync state); after that, `up`
 //     goes on with whatever agent answers (the sync protocol is negotiated down).
 //
-// Either way the commands the agent ran end, as at a reconnection (the dev command runs
-// again on the next connection). One line is printed: the upgrade done, or why not.
+// Commands that were not handed over end, as at a reconnection to a new pod (the dev
+// command runs again on the next connection). One line is printed: the upgrade done (and
+// whether the dev command kept running), or why not.
 
 // upgradeWait bounds the wait for an agent's connection after its restart was asked.
 const upgradeWait = 2 * time.Minute
@@ -170,7 +178,7 @@ func (g *agentUpgrader) check(ctx context.Context, c *devssh.Client) upgradeResu
 	case tries == 0 && info.Banner:
 		ok, reply, err := c.SSH().SendRequest(agentversion.RestartRequest, true, nil)
 		if err == nil && ok {
-			how = "restarted in place; the pod, its volume and the sync state kept"
+			how = restartedHow(agentversion.ParseRestartReply(reply))
 			break
 		}
 		g.u.logWarn("the agent refused to restart in place", "pod", pod, "err", err, "reply", string(reply))
@@ -212,6 +220,20 @@ func (g *agentUpgrader) check(ctx context.Context, c *devssh.Client) upgradeResu
 	g.mu.Unlock()
 	c.Close()
 	return upgradeRestarting
+}
+
+// restartedHow says how an agent that accepted a restart in place went on (its reply).
+func restartedHow(r agentversion.RestartReply) string {
+	const kept = "the pod, its volume and the sync state kept"
+	switch {
+	case r.Handoff && r.Kept == 1:
+		return "restarted in place, the dev command kept running; " + kept
+	case r.Handoff && r.Kept > 1:
+		return fmt.Sprintf("restarted in place, its %d kept commands (the dev command) kept running; %s", r.Kept, kept)
+	case r.Handoff:
+		return "restarted in place; " + kept
+	}
+	return "restarted in place (the commands it ran ended: the dev command starts again); " + kept
 }
 
 func (g *agentUpgrader) deletePod(ctx context.Context, pod string) error {
