@@ -5,8 +5,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,7 +48,13 @@ func (b *bg) interrupt(t *testing.T) {
 // devPod is the live pod of dev container web, with its dev container's restart count.
 func devPod(t *testing.T, c *testcluster.Cluster, ns string) (*corev1.Pod, int32) {
 	t.Helper()
-	pods, err := c.Clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "dev.devtool/dev=web"})
+	return devPodOf(t, c, ns, "web")
+}
+
+// devPodOf is the live pod of dev container dev, with its containers' restart count.
+func devPodOf(t *testing.T, c *testcluster.Cluster, ns, dev string) (*corev1.Pod, int32) {
+	t.Helper()
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "dev.devtool/dev=" + dev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +65,7 @@ func devPod(t *testing.T, c *testcluster.Cluster, ns string) (*corev1.Pod, int32
 		}
 	}
 	if len(live) != 1 {
-		t.Fatalf("%d live pods of dev container web, want one", len(live))
+		t.Fatalf("%d live pods of dev container %s, want one", len(live), dev)
 	}
 	var restarts int32
 	for _, s := range live[0].Status.ContainerStatuses {
@@ -65,11 +74,17 @@ func devPod(t *testing.T, c *testcluster.Cluster, ns string) (*corev1.Pod, int32
 	return live[0], restarts
 }
 
-// agentLog is the agent's log on the dev volume of pod.
+// agentLog is the agent's log on the dev volume of pod (dev container web).
 func agentLog(t *testing.T, c *testcluster.Cluster, ns string, pod *corev1.Pod) string {
 	t.Helper()
+	return agentLogOf(t, c, ns, pod, "web")
+}
+
+// agentLogOf is the agent's log on the dev volume of pod, read in container.
+func agentLogOf(t *testing.T, c *testcluster.Cluster, ns string, pod *corev1.Pod, container string) string {
+	t.Helper()
 	var out, errb bytes.Buffer
-	err := c.Exec(context.Background(), kube.ExecOptions{Namespace: ns, Pod: pod.Name, Container: "web",
+	err := c.Exec(context.Background(), kube.ExecOptions{Namespace: ns, Pod: pod.Name, Container: container,
 		Command: []string{"cat", "/devtool/agent.log"}, Stdout: &out, Stderr: &errb})
 	if err != nil {
 		t.Fatalf("reading the agent's log: %v %s", err, errb.String())
@@ -179,4 +194,97 @@ func TestDevUpUpgradesPreviousAgent(t *testing.T) {
 		t.Errorf("the dev container moved to pod %s", p.Name)
 	}
 	u.mustRun("down", "web", "--namespace", ns)
+}
+
+// TestDevUpUpgradeKeepsDevCommand: an up on a terminal whose agent is outdated (this release's
+// code with another binary sum, as the next release will find this one) attaches to the dev
+// shell an earlier up left running, after upgrading the agent in place: the agent restarts into
+// the new binary in the same process and hands the shell over (same pid, its background job
+// counting on), and up says the dev command kept running.
+func TestDevUpUpgradeKeepsDevCommand(t *testing.T) {
+	c := testcluster.Connect(t)
+	ns := c.Namespace(t)
+	u := newUser(t, c)
+	shellFixture(u)
+	withAgent(t, u)
+	// The agent of the first up: the same code, another sum (outdated for this CLI's agent).
+	b, err := os.ReadFile(agentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := filepath.Join(t.TempDir(), "devtool-agent")
+	if err := os.WriteFile(older, append(b, []byte("an older build")...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	u.mustRun("deploy", "--namespace", ns, "--wait", "--timeout", "4m")
+
+	up1 := u.startPTY(t, []string{"DEVTOOL_AGENT_BINARY=" + older}, "up", "shell", "--namespace", ns)
+	up1.wait(t, `ready: `, 4*time.Minute)
+	up1.typeLine(t, "echo PID=$$")
+	pid := up1.wait(t, `PID=(\d+)`, time.Minute)
+	up1.typeLine(t, "(i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done) >/dev/null 2>&1 &")
+	counter := func() int {
+		out, _, err := u.run("exec", "shell", "--namespace", ns, "--", "cat", "/tmp/counter")
+		if err != nil {
+			return -1
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(out))
+		return n
+	}
+	eventually(t, time.Minute, "the background job counts", func() error {
+		if counter() < 1 {
+			return fmt.Errorf("no count yet")
+		}
+		return nil
+	})
+	pod, restarts := devPodOf(t, c, ns, "shell")
+	// The first up dies (it does not release its shell): the agent keeps the shell for its client.
+	_ = up1.cmd.Process.Kill()
+	<-up1.done
+	eventually(t, time.Minute, "the agent sees the first up's connection closed", func() error {
+		log := agentLogOf(t, c, ns, pod, "shell")
+		if !strings.Contains(log, "kept command detached") {
+			return fmt.Errorf("not detached yet")
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", agentLogOf(t, c, ns, pod, "shell"))
+		}
+	})
+
+	up2 := u.startPTY(t, nil, "up", "shell", "--namespace", ns)
+	up2.wait(t, `upgraded the dev container's agent in pod `+pod.Name+`.*the dev command kept running`, 4*time.Minute)
+	up2.wait(t, `attached to the dev command left running by an earlier up \(pid `+pid+`\)`, 2*time.Minute)
+	up2.typeLine(t, "echo AFTER=$$")
+	if got := up2.wait(t, `AFTER=(\d+)`, time.Minute); got != pid {
+		t.Errorf("after the upgrade the shell is pid %s, before it was %s", got, pid)
+	}
+	at := counter()
+	eventually(t, time.Minute, "the background job counting on after the upgrade", func() error {
+		if n := counter(); n <= at+3 {
+			return fmt.Errorf("counter %d, %d before", n, at)
+		}
+		return nil
+	})
+	after, restarts2 := devPodOf(t, c, ns, "shell")
+	if after.UID != pod.UID || restarts2 != restarts {
+		t.Errorf("pod %s (restarts %d -> %d): the upgrade was not in place", after.Name, restarts, restarts2)
+	}
+	log := agentLogOf(t, c, ns, after, "shell")
+	if !strings.Contains(log, "kept commands handed over to the next agent") || !strings.Contains(log, "kept command taken over") {
+		t.Errorf("the agent's log does not show the handoff:\n%s", log)
+	}
+	up2.typeLine(t, "kill %1; exit 3")
+	select {
+	case err := <-up2.done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+			t.Errorf("up after the shell's exit 3: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("up did not end with the shell")
+	}
+	u.mustRun("down", "shell", "--namespace", ns, "--volumes")
 }
