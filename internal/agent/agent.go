@@ -100,10 +100,12 @@ func (r *Restart) Abort() {
 // handshakeTimeout bounds how long an unauthenticated connection may stay open.
 const handshakeTimeout = 30 * time.Second
 
-// Serve accepts SSH connections on ln until ctx ends. It then closes ln, every
-// connection, listener and channel, kills every child process group, waits for them
-// and returns nil. It returns an error when the host key cannot be loaded or ln fails
-// (after the same cleanup).
+// Serve accepts SSH connections on ln until ctx ends. It first takes over the kept
+// commands handed over in Config.HandoffFile (a restart in place, handoff_linux.go). When
+// ctx ends it closes ln, every connection, listener and channel, kills every child process
+// group, waits for them and returns nil (after a restart request: a *Restart, the kept
+// commands handed over when the successor takes them). It returns an error when the host
+// key cannot be loaded or ln fails (after the same cleanup).
 func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	log := cfg.Logger
 	if log == nil {
