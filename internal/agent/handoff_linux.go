@@ -290,9 +290,11 @@ func (k *keeper) adopt(file string) int {
 	}
 	adopted := 0
 	seen := map[string]bool{}
+	var refused []int
 	for _, hc := range st.Commands {
 		if err := validHandoff(hc, inherited, seen); err != nil {
 			k.log.Warn("a kept command handed over cannot be taken: it ends", "pid", hc.PID, "keep", shortID(hc.ID), "err", err)
+			refused = append(refused, hc.PID)
 			continue
 		}
 		delete(inherited, hc.FD)
@@ -314,6 +316,22 @@ func (k *keeper) adopt(file string) int {
 		go func() {
 			defer k.wg.Done()
 			c.end("handed over without its details", endHangup)
+		}()
+	}
+	// A command refused whose terminal was not found: still this process's child leading
+	// its own session (no command of this agent runs yet, so it is the previous agent's).
+	for _, pid := range refused {
+		st, err := procStat(pid)
+		if err != nil || pid <= 1 || st.ppid != os.Getpid() || st.session != pid || k.children.has(pid) {
+			continue
+		}
+		_ = k.children.start(func() (int, error) { return pid, nil })
+		k.wg.Add(1)
+		go func() {
+			defer k.wg.Done()
+			signalSession(pid, syscall.SIGKILL)
+			reap(pid)
+			k.children.done(pid)
 		}()
 	}
 	if adopted > 0 {

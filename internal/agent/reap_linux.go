@@ -29,6 +29,12 @@ func (c *children) start(f func() (pid int, err error)) error {
 	return err
 }
 
+func (c *children) has(pid int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pids[pid]
+}
+
 func (c *children) done(pid int) {
 	c.mu.Lock()
 	delete(c.pids, pid)
