@@ -116,6 +116,9 @@ type ClientOptions struct {
 	// baseline of the delta benchmark).
 	newest  uint16
 	noDelta bool
+	// localCaps, when set, changes what the local folder is taken to keep
+	// (tests play a macOS folder on Linux with it).
+	localCaps func(caps) caps
 }
 
 // ServerOptions configures the remote end.

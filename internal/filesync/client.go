@@ -163,13 +163,31 @@ type cfolder struct {
 
 type pendingOp struct {
 	folder int
-	path   string
-	to     string
-	pull   bool
-	exec   bool  // the exec bit a carried file takes (decision.e)
-	rename bool  // a move of path to to that stands for a removal and a creation
-	local  Entry // the local state decided from
-	remote Entry // the remote state decided from
+	path   string // the key (see spelling)
+	// lname and rname are the path's names on each side when they are not
+	// path (a name paired with its Unicode normalization twin).
+	lname, rname string
+	to           string
+	pull         bool
+	exec         bool  // the exec bit a carried file takes (decision.e)
+	rename       bool  // a move of path to to that stands for a removal and a creation
+	local        Entry // the local state decided from
+	remote       Entry // the remote state decided from
+}
+
+// lpath and rpath are the names op's path has on the local and the remote side.
+func (op *pendingOp) lpath() string {
+	if op.lname != "" {
+		return op.lname
+	}
+	return op.path
+}
+
+func (op *pendingOp) rpath() string {
+	if op.rname != "" {
+		return op.rname
+	}
+	return op.path
 }
 
 // localDone reports an op that ended on this side: a pulled path applied
@@ -372,6 +390,9 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		f.t, trees[i], roots[i] = t, t, f.f.Remote
 		f.remote, f.fullNext, f.remoteReady = map[string]Entry{}, nil, false
 		f.lcaps, f.rcaps = t.caps, defaultRemoteCaps
+		if c.opts.localCaps != nil {
+			f.lcaps = c.opts.localCaps(t.caps)
+		}
 		f.dirty, f.inflight, f.failed, f.diff = map[string]struct{}{}, map[string]uint64{}, map[string][2]Entry{}, map[string]struct{}{}
 		f.retry, f.settle = nil, [2]settler{}
 		f.noRename = map[string]struct{}{}
@@ -656,9 +677,10 @@ func (c *Client) read(ctx context.Context, fr *frameReader) error {
 			c.getsMu.Lock()
 			g := c.gets[m.ID]
 			c.getsMu.Unlock()
-			if g == nil || g.path != m.Path || g.folder != m.Folder {
+			if g == nil || g.rpath() != m.Path || g.folder != m.Folder {
 				return fmt.Errorf("protocol: the agent sent %q, which was not asked for", m.Path)
 			}
+			lp := g.lpath() // this side's name of it
 			t := c.folders[m.Folder].t
 			var st Entry
 			switch m.Code {
@@ -672,18 +694,18 @@ func (c *Client) read(ctx context.Context, fr *frameReader) error {
 				}
 				e := m.E
 				e.Exec = g.exec // as decided for this side
-				pf, err := begin(m.Path, e, g.local)
+				pf, err := begin(lp, e, g.local)
 				if err != nil {
 					skip = m.ID
-					c.inbox.push(&localDone{id: m.ID, err: err, state: t.get(m.Path)})
+					c.inbox.push(&localDone{id: m.ID, err: err, state: t.get(lp)})
 					continue
 				}
 				put, putID = pf, m.ID
 				continue
 			case opMkdir:
-				st, err = t.mkdir(m.Path, g.local)
+				st, err = t.mkdir(lp, g.local)
 			case opSymlink:
-				st, err = t.symlink(m.Path, m.E.Target, g.local)
+				st, err = t.symlink(lp, m.E.Target, g.local)
 			default:
 				return fmt.Errorf("protocol: unexpected op %d from the agent", m.Code)
 			}

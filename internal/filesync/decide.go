@@ -7,6 +7,8 @@ package filesync
 // The client (reconcile.go) turns verdicts into actions; scanning, applying,
 // the event loop and the safety rails (halt.go) are around it.
 
+import "golang.org/x/text/unicode/norm"
+
 // verdict is what decide chose for a path.
 type verdict uint8
 
@@ -181,4 +183,187 @@ func agreed(b, l, r Entry, lc, rc caps) Entry {
 		e.Exec = false
 	}
 	return e
+}
+
+// Names equal under Unicode normalization. A side whose filesystem folds
+// Unicode form (caps.foldNorm: macOS) holds one file for the composed (NFC)
+// and the decomposed (NFD) spelling of a name, while a side that takes names
+// as bytes (Linux) may hold either, or both as two files. Such a pair of
+// names on the two sides is one path for the engine: it is kept under one
+// key (its base, its operations) and each side keeps the spelling it holds,
+// so nothing is renamed back and forth.
+
+// spelling is where the path the engine keeps under key lives on each side:
+// name[0] on the local side, name[1] on the remote one ("" when the side
+// holds nothing for it). twin[i], when set, is a name side i holds that its
+// filesystem takes for key but that is paired with another key: key is not
+// created there (a clash, reported once).
+type spelling struct {
+	key  string
+	name [2]string
+	twin [2]string
+}
+
+// ioName is the name side i's operations on the path use: the name it holds,
+// else the key (a creation).
+func (s spelling) ioName(i int) string {
+	if s.name[i] != "" {
+		return s.name[i]
+	}
+	return s.key
+}
+
+// normTwins returns the composed and the decomposed spelling of p (sorted)
+// when they differ and p is one of them; nil for a name that has one form
+// (ASCII) or that mixes forms (not paired: such names are only kept from
+// being created beside their twin).
+func normTwins(p string) []string {
+	c, d := norm.NFC.String(p), norm.NFD.String(p)
+	if c == d || (p != c && p != d) {
+		return nil
+	}
+	if d < c {
+		return []string{d, c}
+	}
+	return []string{c, d}
+}
+
+// twinPair pairs the names of p's normalization class that the two sides
+// hold into one path, when a side folds Unicode form; nil when nothing is to
+// pair (no side folds, p has one form, or no folding side holds a name of
+// the class). has reports whether a side holds a name, inBase whether the
+// base holds a key. Pure: the pair depends on the class's names only, so
+// every name of the class finds the same pair.
+//
+// A folding side holds (at most) one name of the class, φ. Where one side
+// folds, φ pairs under the key the base keeps (the pair agreed on before:
+// stable; φ's own, else one the other side holds, else the one it removed),
+// else with the same spelling there, else with the other side's first name; the key is that name, so the side
+// that does not fold keeps its names and base keys as they are. Where both
+// fold, each holds one name: they pair under the base's key, else the local
+// name. The other side's other names of the class stay paths of their own
+// (key = their name), clashing with φ on the folding side.
+func twinPair(p string, lc, rc caps, has func(local bool, q string) bool, inBase func(q string) bool) *spelling {
+	if !lc.foldNorm && !rc.foldNorm {
+		return nil
+	}
+	tw := normTwins(p)
+	if tw == nil {
+		return nil
+	}
+	var held [2][]string
+	var base []string
+	for _, q := range tw {
+		for i := range held {
+			if has(i == 0, q) {
+				held[i] = append(held[i], q)
+			}
+		}
+		if inBase(q) {
+			base = append(base, q)
+		}
+	}
+	one := func(s []string) string { // the name a folding side holds
+		for _, q := range s {
+			if q == p {
+				return q
+			}
+		}
+		if len(s) > 0 {
+			return s[0]
+		}
+		return ""
+	}
+	in := func(s []string, q string) bool {
+		for _, x := range s {
+			if x == q {
+				return true
+			}
+		}
+		return false
+	}
+	if lc.foldNorm && rc.foldNorm {
+		fl, fr := one(held[0]), one(held[1])
+		if fl == "" && fr == "" {
+			return nil
+		}
+		s := &spelling{name: [2]string{fl, fr}}
+		switch {
+		case len(base) > 0:
+			s.key = base[0]
+		case fl != "":
+			s.key = fl
+		default:
+			s.key = fr
+		}
+		return s
+	}
+	fs, ns := 0, 1 // the folding side, the other
+	if rc.foldNorm {
+		fs, ns = 1, 0
+	}
+	phi, other := one(held[fs]), held[ns]
+	if phi == "" {
+		return nil
+	}
+	var key string
+	switch {
+	case in(base, phi):
+		key = phi
+	case len(base) > 0:
+		key = base[0]
+		for _, q := range base {
+			if in(other, q) {
+				key = q
+				break
+			}
+		}
+	case in(other, phi):
+		key = phi
+	case len(other) > 0:
+		key = other[0]
+	default:
+		key = phi
+	}
+	s := &spelling{key: key}
+	s.name[fs] = phi
+	if in(other, key) {
+		s.name[ns] = key
+	}
+	return s
+}
+
+// keysOf returns the keys a change of the name p (on either side) may
+// touch: p, and where a side folds Unicode form, every spelling of p's
+// class (the pair it belongs to, or belonged to before the change, is
+// kept under one of them).
+func keysOf(p string, lc, rc caps) []string {
+	if !lc.foldNorm && !rc.foldNorm {
+		return []string{p}
+	}
+	tw := normTwins(p)
+	if tw == nil {
+		return []string{p}
+	}
+	return tw
+}
+
+// spellKey is where the path kept under key k lives on each side; pair is
+// twinPair(k, lc, rc, ...).
+func spellKey(k string, pair *spelling, lc, rc caps, has func(local bool, q string) bool) spelling {
+	if pair != nil && pair.key == k {
+		return *pair
+	}
+	s := spelling{key: k}
+	for i, c := range [2]caps{lc, rc} {
+		if pair != nil && c.foldNorm && pair.name[i] != "" {
+			// this side holds a twin of k, paired with another key
+			s.twin[i] = pair.name[i]
+			continue
+		}
+		if has(i == 0, k) {
+			s.name[i] = k
+		}
+	}
+	return s
 }

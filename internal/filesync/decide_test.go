@@ -255,6 +255,13 @@ func randomCaps(rng *rand.Rand) caps { return capsFromBits(uint64(rng.Intn(16)))
 //   - no twin names: nothing created beside a name its side takes for the
 //     same; no symlink on a side without symlinks;
 //   - mtimes never change a decision.
+//
+// Beside each case, a case over the composed and decomposed spellings of a
+// name (twinCase: either, both or neither on each side and in the base, a
+// side folding Unicode form often) is played the way the engine's rounds
+// do (checkTwinCase): convergence and a second run deciding nothing,
+// nothing lost, no copy of a copy, nothing created beside its twin and a
+// folding side holding one spelling.
 func TestDecideProperties(t *testing.T) {
 	cases, seed := 10000, int64(1)
 	if v, err := strconv.Atoi(os.Getenv("FILESYNC_DECIDE_CASES")); err == nil {
@@ -267,8 +274,22 @@ func TestDecideProperties(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	pairs := map[[2]uint64]bool{}
+	// normalization twins: a case of their own beside each case above,
+	// from a generator of its own (the cases above stay the same)
+	twinRng := rand.New(rand.NewSource(seed + 1))
+	twinPairs, twinClashes := 0, 0
 	start := time.Now()
 	for i := 0; i < cases; i++ {
+		tw := twinCase(twinRng, pool)
+		tname := fmt.Sprintf("twin case %d: lc=%+v rc=%+v fsExec=%v base %s local %s remote %s", i, tw.lc, tw.rc, tw.fsExec,
+			descSide(tw.base), descSide(tw.side[0]), descSide(tw.side[1]))
+		if p := tw.pair(nfc); p != nil && p.name[0] != "" && p.name[1] != "" && p.name[0] != p.name[1] {
+			twinPairs++ // the two sides hold the file under different spellings
+		}
+		checkTwinCase(t, tname, tw, now)
+		if tw.clashes > 0 {
+			twinClashes++
+		}
 		w := &world{lc: randomCaps(rng), rc: randomCaps(rng), fsExec: [2]bool{rng.Intn(2) == 0, rng.Intn(2) == 0}, p: "caf\u00e9"}
 		pairs[[2]uint64{capsBits(w.lc), capsBits(w.rc)}] = true
 		if rng.Intn(4) == 0 {
@@ -387,7 +408,11 @@ func TestDecideProperties(t *testing.T) {
 	if cases >= 10000 && len(pairs) != 256 {
 		t.Errorf("%d of the 256 caps pairs came up", len(pairs))
 	}
-	t.Logf("%d cases, %d caps pairs, %v", cases, len(pairs), time.Since(start))
+	if cases >= 10000 && (twinPairs < cases/20 || twinClashes < cases/50) {
+		t.Errorf("twin cases: %d with two spellings paired, %d with a clash: too few", twinPairs, twinClashes)
+	}
+	t.Logf("%d cases, %d caps pairs, %d twin cases (%d paired across spellings, %d clashing), %v",
+		cases, len(pairs), cases, twinPairs, twinClashes, time.Since(start))
 }
 
 func execMark(e Entry) string {

@@ -20,8 +20,11 @@ func (c *Client) deltaWorth(p string, to, basis Entry) bool {
 // push sends local file p (state l) to the agent, whose copy is r: as a
 // delta when worth it, else whole; a file goes with exec bit exec (decided
 // for the agent's side).
-func (c *Client) push(f *cfolder, id uint64, p string, l, r Entry, exec bool) {
-	j := &sendJob{ID: id, Folder: f.i, Path: p, Expect: l, Peer: r, SetExec: true, Exec: exec}
+func (c *Client) push(f *cfolder, id uint64, p, ln, rn string, l, r Entry, exec bool) {
+	j := &sendJob{ID: id, Folder: f.i, Path: rn, Expect: l, Peer: r, SetExec: true, Exec: exec}
+	if ln != rn {
+		j.Local = ln
+	}
 	c.deltaMu.Lock()
 	delta := c.deltaWorth(p, l, r) && len(c.deltas) < maxDeltasInFlight
 	if delta {
@@ -30,7 +33,7 @@ func (c *Client) push(f *cfolder, id uint64, p string, l, r Entry, exec bool) {
 	}
 	c.deltaMu.Unlock()
 	if delta {
-		c.out.push(&sigReqMsg{ID: id, Folder: f.i, Path: p, Expect: r})
+		c.out.push(&sigReqMsg{ID: id, Folder: f.i, Path: rn, Expect: r})
 		return
 	}
 	c.out.push(j)
@@ -38,8 +41,8 @@ func (c *Client) push(f *cfolder, id uint64, p string, l, r Entry, exec bool) {
 
 // pull asks the agent for its file p (state r), this side's copy being l:
 // this side's signature goes first when a delta is worth it.
-func (c *Client) pull(f *cfolder, id uint64, p string, l, r Entry) {
-	g := &getMsg{ID: id, Folder: f.i, Path: p, Expect: r}
+func (c *Client) pull(f *cfolder, id uint64, p, ln, rn string, l, r Entry) {
+	g := &getMsg{ID: id, Folder: f.i, Path: rn, Expect: r}
 	c.deltaMu.Lock()
 	delta := c.deltaWorth(p, r, l)
 	if delta {
@@ -47,7 +50,7 @@ func (c *Client) pull(f *cfolder, id uint64, p string, l, r Entry) {
 	}
 	c.deltaMu.Unlock()
 	if delta {
-		c.out.push(&sigJob{ID: id, Folder: f.i, Path: p, Expect: l, then: g})
+		c.out.push(&sigJob{ID: id, Folder: f.i, Path: ln, Expect: l, then: g})
 		return
 	}
 	c.out.push(g)

@@ -114,7 +114,7 @@ func (c *Client) handle(ev any) {
 		c.getsMu.Unlock()
 		c.finish(f, m.ID, op)
 		c.deltaDone(m.ID, op.path, m.OK)
-		setEntry(f.remote, op.path, m.State)
+		setEntry(f.remote, op.rpath(), m.State)
 		if op.to != "" {
 			setEntry(f.remote, op.to, m.ToState)
 		}
@@ -125,7 +125,7 @@ func (c *Client) handle(ev any) {
 			f.log.Debug("rename not applied; sending the file instead", "path", op.path, "to", op.to, "err", m.Err)
 			f.noRename[op.path] = struct{}{}
 		} else if !m.OK {
-			c.failed(f, op, m.Code, m.Err, f.t.get(op.path), m.State)
+			c.failed(f, op, m.Code, m.Err, f.t.get(op.lpath()), m.State)
 		} else if op.to == "" && f.agree(op.local, m.State) {
 			// The agent now holds what this side held when the op was
 			// decided (pushed, removed): both agreed on it, whatever this
@@ -146,20 +146,20 @@ func (c *Client) handle(ev any) {
 		c.finish(f, m.id, op)
 		c.deltaDone(m.id, op.path, m.err == nil)
 		f.log.Debug("sync local done", "id", m.id, "path", op.path, "pull", op.pull, "state", descE(m.state), "err", m.err)
-		if err := asVanished(op.path, m.err); errors.Is(err, errVanished) {
+		if err := asVanished(op.lpath(), m.err); errors.Is(err, errVanished) {
 			// A folder above the path went away here meanwhile: the index
 			// learns it now and the path is reconciled again (finish marked
 			// it); only when nothing changed does it wait as a failure.
-			if c.rescanLocal(f, ancestors(op.path)) > 0 {
+			if c.rescanLocal(f, ancestors(op.lpath())) > 0 {
 				break
 			}
-			c.failed(f, op, failChanged, err.Error(), f.t.get(op.path), f.remote[op.path])
+			c.failed(f, op, failChanged, err.Error(), f.t.get(op.lpath()), f.remote[op.rpath()])
 		} else if m.err != nil {
 			code := failCode(m.err)
 			if !op.pull {
 				code = failChanged // the local path changed before it could be sent
 			}
-			c.failed(f, op, code, m.err.Error(), f.t.get(op.path), f.remote[op.path])
+			c.failed(f, op, code, m.err.Error(), f.t.get(op.lpath()), f.remote[op.rpath()])
 		} else if op.pull && f.agree(m.state, op.remote) {
 			// This side now holds the agent's version it was decided from.
 			c.setBase(f, op.path, agreed(f.base[op.path], m.state, op.remote, f.lcaps, f.rcaps))

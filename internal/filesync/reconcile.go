@@ -13,8 +13,11 @@ import (
 
 // action is one step of a reconciliation plan.
 type action struct {
-	do     byte // one of the act* constants
-	p, to  string
+	do    byte // one of the act* constants
+	p, to string
+	// ln and rn are p's names on the local and the remote side: p itself
+	// but for a name paired with its Unicode normalization twin (spelling).
+	ln, rn string
 	l, r   Entry
 	e      Entry // the state to carry (pushes and pulls: decision.e)
 	remove bool  // ordered with the removals (children before parents)
@@ -53,8 +56,22 @@ func (c *Client) iterate() {
 			var plan []action
 			now := time.Now()
 			f.folds = [2]map[string]string{}
-			for _, p := range paths {
-				plan = c.reconcile(f, p, now, plan)
+			if !f.lcaps.foldNorm && !f.rcaps.foldNorm {
+				for _, p := range paths {
+					plan = c.reconcile(f, p, now, plan)
+				}
+			} else {
+				// a name paired with its twin is reconciled under the
+				// pair's key, once
+				seen := make(map[string]struct{}, len(paths))
+				for _, p := range paths {
+					for _, k := range keysOf(p, f.lcaps, f.rcaps) {
+						if _, ok := seen[k]; !ok {
+							seen[k] = struct{}{}
+							plan = c.reconcile(f, k, now, plan)
+						}
+					}
+				}
 			}
 			plan = c.heldPartners(f, plan, now)
 			plan = pairRenames(f, plan)
@@ -76,9 +93,17 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 	if _, busy := f.inflight[p]; busy {
 		return plan
 	}
+	sp := f.spell(p)
+	ln, rn := sp.ioName(0), sp.ioName(1)
+	var l, r Entry
 	f.t.mu.Lock()
-	l := f.t.idx[p]
-	ign := f.t.ignored(p, l.Kind == KindDir || f.remote[p].Kind == KindDir)
+	if sp.name[0] != "" {
+		l = f.t.idx[sp.name[0]]
+	}
+	if sp.name[1] != "" {
+		r = f.remote[sp.name[1]]
+	}
+	ign := f.t.ignored(p, l.Kind == KindDir || r.Kind == KindDir)
 	f.t.mu.Unlock()
 	if ign {
 		// ignored paths leave the sync: forgotten, never deleted
@@ -88,7 +113,6 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 		delete(f.failed, p)
 		return plan
 	}
-	r := f.remote[p]
 	b, hasBase := f.base[p]
 	if f.failedAt(p, l, r) {
 		f.diff[p] = struct{}{}
@@ -96,7 +120,12 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 	}
 	d := decide(pathState{p: p, b: b, l: l, r: r, lc: f.lcaps, rc: f.rcaps,
 		changedBelow: func(local bool) bool { return c.changedBelow(f, p, local) },
-		twin:         func(local bool) string { return f.twin(p, local) }})
+		twin: func(local bool) string {
+			if t := sp.twin[sideIndex(local)]; t != "" {
+				return t
+			}
+			return f.twin(p, local)
+		}})
 	if d.v == vAgree {
 		if l.Kind == KindNone {
 			if hasBase {
@@ -116,19 +145,19 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 	f.diff[p] = struct{}{}
 	switch d.v {
 	case vPush:
-		f.planned(p, false)
-		return append(plan, action{do: actPush, p: p, l: l, r: r, e: d.e})
+		f.planned(rn, false)
+		return append(plan, action{do: actPush, p: p, ln: ln, rn: rn, l: l, r: r, e: d.e})
 	case vPull:
-		f.planned(p, true)
-		return append(plan, action{do: actPull, p: p, l: l, r: r, e: d.e})
+		f.planned(ln, true)
+		return append(plan, action{do: actPull, p: p, ln: ln, rn: rn, l: l, r: r, e: d.e})
 	case vRemoteRm:
-		return append(plan, action{do: actRemoteRm, p: p, l: l, r: r, remove: true})
+		return append(plan, action{do: actRemoteRm, p: p, ln: ln, rn: rn, l: l, r: r, remove: true})
 	case vLocalRm:
-		return append(plan, action{do: actLocalRm, p: p, l: l, r: r, remove: true})
+		return append(plan, action{do: actLocalRm, p: p, ln: ln, rn: rn, l: l, r: r, remove: true})
 	case vRemoteAside:
-		return append(plan, action{do: actRemoteMove, p: p, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
+		return append(plan, action{do: actRemoteMove, p: p, ln: ln, rn: rn, to: c.conflictCopy(f, p, "remote", now), l: l, r: r, remove: true})
 	case vLocalAside:
-		return append(plan, action{do: actLocalMove, p: p, to: c.conflictCopy(f, p, "local", now), l: l, r: r, remove: true})
+		return append(plan, action{do: actLocalMove, p: p, ln: ln, rn: rn, to: c.conflictCopy(f, p, "local", now), l: l, r: r, remove: true})
 	case vRefuse:
 		c.refuse(f, p, l, r, d.why, false)
 	case vClash:
@@ -160,6 +189,39 @@ func (c *Client) refuse(f *cfolder, p string, l, r Entry, why string, clash bool
 	f.log.Warn("path not synchronized", "path", p, "err", why)
 	f.addErr(p, why)
 }
+
+func sideIndex(local bool) int {
+	if local {
+		return 0
+	}
+	return 1
+}
+
+// spell is where the path kept under key k lives on each side: k itself on
+// both, but where a side folds Unicode form and k or a twin of it is paired
+// (twinPair).
+func (f *cfolder) spell(k string) spelling {
+	if !f.lcaps.foldNorm && !f.rcaps.foldNorm {
+		return spelling{key: k, name: [2]string{k, k}}
+	}
+	f.t.mu.Lock()
+	defer f.t.mu.Unlock()
+	has := f.hasLocked
+	return spellKey(k, twinPair(k, f.lcaps, f.rcaps, has, f.inBase), f.lcaps, f.rcaps, has)
+}
+
+// hasLocked reports whether the local (or remote) side holds q; callers
+// hold f.t.mu.
+func (f *cfolder) hasLocked(local bool, q string) bool {
+	if local {
+		_, ok := f.t.idx[q]
+		return ok
+	}
+	_, ok := f.remote[q]
+	return ok
+}
+
+func (f *cfolder) inBase(q string) bool { _, ok := f.base[q]; return ok }
 
 // twin returns the path other than p that the local (or remote) side holds
 // and that its filesystem takes for the same name as p ("" when none). The
@@ -258,6 +320,12 @@ func (c *Client) newOp(f *cfolder, a action, pull bool) uint64 {
 	c.opsSinceCompact++
 	id := c.nextID
 	op := &pendingOp{folder: f.i, path: a.p, to: a.to, pull: pull, rename: a.do == actRemoteRename, local: a.l, remote: a.r, exec: a.e.Exec}
+	if a.ln != a.p {
+		op.lname = a.ln
+	}
+	if a.rn != a.p {
+		op.rname = a.rn
+	}
 	c.ops[id] = op
 	f.inflight[a.p] = id
 	if a.to != "" {
@@ -285,18 +353,24 @@ func (c *Client) execute(f *cfolder, plan []action) {
 		return a.p < b.p
 	})
 	for _, a := range plan {
+		if a.ln == "" {
+			a.ln = a.p
+		}
+		if a.rn == "" {
+			a.rn = a.p
+		}
 		f.log.Debug("sync action", "do", a.do, "path", a.p, "to", a.to, "local", descE(a.l), "remote", descE(a.r), "base", descE(f.base[a.p]))
 		switch a.do {
 		case actPush:
-			c.push(f, c.newOp(f, a, false), a.p, a.l, a.r, a.e.Exec)
+			c.push(f, c.newOp(f, a, false), a.p, a.ln, a.rn, a.l, a.r, a.e.Exec)
 		case actPull:
-			c.pull(f, c.newOp(f, a, true), a.p, a.l, a.r)
+			c.pull(f, c.newOp(f, a, true), a.p, a.ln, a.rn, a.l, a.r)
 		case actRemoteRm:
 			id := c.newOp(f, a, false)
-			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opRemove, Path: a.p, Expect: a.r})
+			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opRemove, Path: a.rn, Expect: a.r})
 		case actRemoteMove, actRemoteRename:
 			id := c.newOp(f, a, false)
-			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opMove, Path: a.p, To: a.to, Expect: a.r})
+			c.out.push(&opMsg{ID: id, Folder: f.i, Code: opMove, Path: a.rn, To: a.to, Expect: a.r})
 			if a.do == actRemoteMove {
 				c.conflict(f, a.p, a.to, "remote")
 			}
@@ -309,10 +383,10 @@ func (c *Client) execute(f *cfolder, plan []action) {
 			f.markDirty(a.p)
 			f.markDirty(a.to)
 		case actLocalRm:
-			_, err := f.t.remove(a.p, a.l)
+			_, err := f.t.remove(a.ln, a.l)
 			c.localStep(f, a, err)
 		case actLocalMove:
-			_, _, err := f.t.move(a.p, a.to, a.l)
+			_, _, err := f.t.move(a.ln, a.to, a.l)
 			c.localStep(f, a, err)
 			if err == nil {
 				c.conflict(f, a.p, a.to, "local")
@@ -326,7 +400,7 @@ func (c *Client) localStep(f *cfolder, a action, err error) {
 	f.changed = true
 	if err != nil {
 		op := &pendingOp{folder: f.i, path: a.p, pull: true, local: a.l, remote: a.r} // pull: applied on this side
-		c.failed(f, op, failCode(err), err.Error(), f.t.get(a.p), f.remote[a.p])
+		c.failed(f, op, failCode(err), err.Error(), f.t.get(a.ln), f.remote[a.rn])
 		if failCode(err) != failChanged {
 			return
 		}
@@ -426,9 +500,11 @@ func pairRenames(f *cfolder, plan []action) []action {
 	// Exec bits count where both sides keep them (a move keeps the file's own).
 	withExec := !f.lcaps.noExec && !f.rcaps.noExec
 	key := func(e Entry) content { return content{e.Hash, e.Size, e.Exec && withExec} }
-	renamable := func(e Entry, p string) bool {
-		_, no := f.noRename[p]
-		return e.Kind == KindFile && e.Size > 0 && !no
+	renamable := func(e Entry, a action) bool {
+		_, no := f.noRename[a.p]
+		// a name paired with its normalization twin is not renamed
+		same := (a.ln == "" || a.ln == a.p) && (a.rn == "" || a.rn == a.p)
+		return e.Kind == KindFile && e.Size > 0 && !no && same
 	}
 	var gone [2]map[content][]int // [0]: removed here (remote removals), [1]: removed there
 	for i, a := range plan {
@@ -439,7 +515,7 @@ func pairRenames(f *cfolder, plan []action) []action {
 		case actLocalRm:
 			side, e = 1, a.l
 		}
-		if side < 0 || !renamable(e, a.p) {
+		if side < 0 || !renamable(e, a) {
 			continue
 		}
 		if gone[side] == nil {
@@ -460,7 +536,7 @@ func pairRenames(f *cfolder, plan []action) []action {
 		case a.do == actPull && a.l.Kind == KindNone:
 			side, e = 1, a.r
 		}
-		if side < 0 || !renamable(e, a.p) {
+		if side < 0 || !renamable(e, a) {
 			continue
 		}
 		js := gone[side][key(e)]
@@ -472,9 +548,9 @@ func pairRenames(f *cfolder, plan []action) []action {
 		drop[i], drop[j] = true, true
 		rm := plan[j]
 		if side == 0 {
-			moves = append(moves, action{do: actRemoteRename, p: rm.p, to: a.p, l: rm.l, r: rm.r})
+			moves = append(moves, action{do: actRemoteRename, p: rm.p, ln: rm.p, rn: rm.p, to: a.p, l: rm.l, r: rm.r})
 		} else {
-			moves = append(moves, action{do: actLocalRename, p: rm.p, to: a.p, l: rm.l, r: rm.r})
+			moves = append(moves, action{do: actLocalRename, p: rm.p, ln: rm.p, rn: rm.p, to: a.p, l: rm.l, r: rm.r})
 		}
 		f.log.Debug("sync rename", "path", rm.p, "to", a.p, "remote", side == 0)
 	}

@@ -13,6 +13,9 @@ type sendJob struct {
 	ID     uint64
 	Folder int
 	Path   string
+	// Local, when set, is the sending side's name of Path (a client's name
+	// paired with its Unicode normalization twin on the agent's side).
+	Local  string
 	Expect Entry // what Path must still be on the sending side
 	Peer   Entry // what Path must still be on the receiving side (pushes)
 	// Sig, when set, is the receiver's signature of its copy (Peer): the
@@ -132,9 +135,13 @@ func (s *sender) linger(ctx context.Context, timer *time.Timer) error {
 
 func (s *sender) sendPath(ctx context.Context, j *sendJob) error {
 	t := s.trees[j.Folder]
-	cur, f, err := t.openExpected(j.Path, j.Expect)
+	here := j.Path
+	if j.Local != "" {
+		here = j.Local
+	}
+	cur, f, err := t.openExpected(here, j.Expect)
 	if err == nil && cur.Kind == KindNone {
-		err = fmt.Errorf("%s: %w (gone)", j.Path, errChanged)
+		err = fmt.Errorf("%s: %w (gone)", here, errChanged)
 	}
 	if err != nil {
 		s.failed(j, cur, err)
@@ -153,7 +160,7 @@ func (s *sender) sendPath(ctx context.Context, j *sendJob) error {
 		return s.send(op)
 	}
 	if f == nil {
-		if f, err = t.open(j.Path); err != nil {
+		if f, err = t.open(here); err != nil {
 			s.failed(j, Entry{}, err)
 			return nil
 		}
