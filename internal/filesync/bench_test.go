@@ -589,6 +589,10 @@ func BenchmarkAppear100k(b *testing.B) {
 	b.ReportMetric(float64(ccpu+scpu)/float64(tarCPU), "sync/tar-cpu")
 	time.Sleep(2 * time.Second)
 	ch.idle(b)
+	if os.Getenv("FILESYNC_PROFILE_DIR") != "" {
+		_ = ch.client.Process.Signal(syscall.SIGUSR1)
+		time.Sleep(time.Second)
+	}
 }
 
 // snapshotEntries lists the files and folders under root as entries (kind
@@ -607,4 +611,56 @@ func snapshotEntries(b *testing.B, root string) map[string]Entry {
 		return nil
 	}))
 	return m
+}
+
+// BenchmarkAppearRelease: what an idle client holds after 100,000 files of
+// 1 KiB appeared at once in its folder (as BenchmarkAppear100k, each end in
+// its own process), for each level of memRelease in the same run: nothing
+// given back (the baseline), the maps remade and the memory returned to the
+// system (releaseMaps), and that plus the stream's buffers and a one-block
+// compression window (releaseAll, the default). The client's RSS
+// (/proc/<pid>/status VmRSS) and CPU over 10 s of idleness, 2 s after all
+// files are in sync; ratios against the baseline.
+//
+//	go test -run '^$' -bench AppearRelease -benchtime 1x ./internal/filesync/
+func BenchmarkAppearRelease(b *testing.B) {
+	const n = 100000
+	if b.N != 1 {
+		b.Fatal("run with -benchtime=1x: the tree appears once")
+	}
+	rss := map[int]float64{}
+	for _, level := range []int{releaseNone, releaseMaps, releaseAll} {
+		dir := b.TempDir()
+		local, remote := filepath.Join(dir, "local"), filepath.Join(dir, "remote")
+		write(b, local, "README", "hello")
+		stage := filepath.Join(dir, "stage")
+		makeTree(b, stage, n, 1024)
+		b.Setenv("FILESYNC_RELEASE", fmt.Sprint(level))
+		ch := startChildren(b, dir, local, remote)
+		ch.waitSynced(b)
+		t0 := time.Now()
+		must(b, os.Rename(stage, filepath.Join(local, "new")))
+		for {
+			st := ch.statusOf(b).Folders[0]
+			if st.Files >= n+1 && st.Pending == 0 {
+				break
+			}
+			if time.Since(t0) > 10*time.Minute {
+				b.Fatalf("not synced: %+v", st)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second)
+		cpu0 := procCPU(ch.client.Process.Pid)
+		t1 := time.Now()
+		time.Sleep(10 * time.Second)
+		cpu := 100 * float64(procCPU(ch.client.Process.Pid)-cpu0) / float64(time.Since(t1))
+		rss[level] = float64(procRSS(ch.client.Process.Pid)) / (1 << 20)
+		name := []string{"none", "maps", "all"}[level]
+		b.ReportMetric(rss[level], "rss-MiB-"+name)
+		b.ReportMetric(cpu, "cpu-%-"+name)
+		b.Logf("release %s: synced in %v, idle client RSS %.1f MiB, CPU %.2f %%", name, time.Since(t0), rss[level], cpu)
+	}
+	b.ReportMetric(rss[releaseAll]/rss[releaseNone], "all/none")
+	b.ReportMetric(rss[releaseAll]/rss[releaseMaps], "all/maps")
 }

@@ -42,6 +42,9 @@ type Client struct {
 	timer    *time.Timer
 	wakeNext time.Time
 
+	// fr reads the session's stream (compact asks it to drop its buffers).
+	fr *frameReader
+
 	getsMu sync.Mutex
 	gets   map[uint64]*pendingOp // pulls, read by the stream reader
 
@@ -326,6 +329,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		if fr != nil {
 			fr.close()
 		}
+		c.fr = nil
 		for _, f := range c.folders {
 			if f.w != nil {
 				f.w.close()
@@ -404,6 +408,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 	}
 
 	fr = newFrameReader(rw)
+	c.fr = fr
 	out := newSender(rw, c.out, trees, func(j *sendJob, cur Entry, err error) {
 		c.inbox.push(&localDone{id: j.ID, err: err, state: cur})
 	})

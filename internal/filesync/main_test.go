@@ -18,7 +18,8 @@ import (
 // (FILESYNC_CLIENT_STATE, _LOCAL, _REMOTE), so a benchmark can measure each
 // side in its own process. The local end prints "synced" on stderr once
 // synchronized and, with FILESYNC_CLIENT_STATUS=1, "status <addr>" for its
-// status service (user "u", password "p"). Either ends on SIGTERM or when
+// status service (user "u", password "p"), FILESYNC_RELEASE=<n> sets
+// memRelease. Either ends on SIGTERM or when
 // its stream ends; FILESYNC_CPUPROFILE / FILESYNC_MEMPROFILE name files for
 // a CPU profile of its whole run and a heap profile at its end.
 func TestMain(m *testing.M) {
@@ -27,6 +28,9 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	stdin, stdout = pollable(0, "stdin"), pollable(1, "stdout")
+	if v := os.Getenv("FILESYNC_RELEASE"); v != "" { // releaseNone, releaseMaps, releaseAll
+		fmt.Sscan(v, &memRelease)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	if p := os.Getenv("FILESYNC_CPUPROFILE"); p != "" {
@@ -48,6 +52,24 @@ func TestMain(m *testing.M) {
 		_ = Serve(ctx, stdio{}, ServerOptions{StateDir: server})
 		return
 	}
+	// SIGUSR1: the heap profile now (FILESYNC_MEMPROFILE + ".now") and the
+	// runtime's memory figures on stderr.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Fprintf(os.Stderr, "memstats heap-alloc=%d heap-inuse=%d heap-idle=%d heap-released=%d stack=%d sys=%d other=%d gc-sys=%d mspan=%d\n",
+				ms.HeapAlloc>>10, ms.HeapInuse>>10, ms.HeapIdle>>10, ms.HeapReleased>>10, ms.StackInuse>>10, ms.Sys>>10, ms.OtherSys>>10, ms.GCSys>>10, ms.MSpanInuse>>10)
+			if p := os.Getenv("FILESYNC_MEMPROFILE"); p != "" {
+				if f, err := os.Create(p + ".now"); err == nil {
+					_ = pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
+		}
+	}()
 	c, err := NewClient(ClientOptions{Folders: []Folder{{Local: os.Getenv("FILESYNC_CLIENT_LOCAL"), Remote: os.Getenv("FILESYNC_CLIENT_REMOTE")}}, StateDir: client})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -109,6 +109,7 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 		// ignored paths leave the sync: forgotten, never deleted
 		delete(f.base, p)
 		delete(f.remote, p)
+		delete(f.remote, rn)
 		delete(f.diff, p)
 		delete(f.failed, p)
 		return plan
@@ -119,7 +120,7 @@ func (c *Client) reconcile(f *cfolder, p string, now time.Time, plan []action) [
 		return plan
 	}
 	d := decide(pathState{p: p, b: b, l: l, r: r, lc: f.lcaps, rc: f.rcaps,
-		changedBelow: func(local bool) bool { return c.changedBelow(f, p, local) },
+		changedBelow: func(local bool) bool { return c.changedBelow(f, sp.ioName(sideIndex(local)), local) },
 		twin: func(local bool) string {
 			if t := sp.twin[sideIndex(local)]; t != "" {
 				return t

@@ -83,6 +83,9 @@ func (s *sender) run(ctx context.Context) error {
 				err = s.sendPath(ctx, j)
 			case *sigJob:
 				err = s.sendSignature(ctx, j)
+			case trimMsg:
+				s.fw.trim()
+				s.enc.b = nil
 			default:
 				err = s.send(it)
 			}
