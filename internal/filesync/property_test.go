@@ -19,6 +19,9 @@ type model struct {
 	rng     *rand.Rand
 	n       int
 	written map[string]bool // content -> superseded
+	// taken, when set, reports whether root holds a name its filesystem
+	// would take for p (a folding side played on Linux): p is not free.
+	taken func(root, p string) bool
 }
 
 var (
@@ -76,6 +79,9 @@ func (m *model) step(root string) string {
 	abs := func(p string) string { return filepath.Join(root, p) }
 	free := func(p string) bool {
 		if _, err := os.Lstat(abs(p)); err == nil {
+			return false
+		}
+		if m.taken != nil && m.taken(root, p) {
 			return false
 		}
 		// no file in the way of its folder

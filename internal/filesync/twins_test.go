@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -501,4 +502,101 @@ func contents(t *testing.T, root string) map[string]string {
 		}
 	}
 	return m
+}
+
+// TestPropertyRandomTwins runs random sequences of creates, edits, deletes,
+// renames and type changes on both sides of a running sync over names that
+// are normalization twins (composed and decomposed "café", beside plain
+// ones), the local folder played as one that folds Unicode form
+// (localCaps): a user action that would make a second spelling there is
+// skipped, as that filesystem would take it for the first. Once the engine
+// is quiet after each round: every version written and not replaced on
+// purpose is on a side or in a conflict copy, and the local folder never
+// holds two spellings of a name (the engine never makes one).
+func TestPropertyRandomTwins(t *testing.T) {
+	seeds := int64(3)
+	if testing.Short() {
+		seeds = 1
+	}
+	if v, err := strconv.ParseInt(os.Getenv("FILESYNC_TWIN_SEEDS"), 10, 64); err == nil { // a longer run
+		seeds = v
+	}
+	saved := propNames
+	propNames = []string{nfc, nfd, "x", "w.txt"}
+	defer func() { propNames = saved }()
+	for seed := int64(1); seed <= seeds; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			p := newPair(t, ClientOptions{})
+			m := &model{t: t, rng: rand.New(rand.NewSource(seed)), written: map[string]bool{}}
+			m.taken = func(root, q string) bool {
+				if root != p.local {
+					return false
+				}
+				for _, tw := range normTwins(filepath.ToSlash(q)) {
+					if _, err := os.Lstat(filepath.Join(root, filepath.FromSlash(tw))); err == nil {
+						return true
+					}
+				}
+				return false
+			}
+			p.start(ClientOptions{localCaps: func(c caps) caps { c.foldNorm = true; return c }})
+			defer p.stop()
+			var log []string
+			made := map[string]bool{} // the names made in the container by its user
+			for round := 0; round < 12; round++ {
+				for i := 0; i < 1+m.rng.Intn(6); i++ {
+					side, root := "local", p.local
+					if m.rng.Intn(2) == 0 {
+						side, root = "remote", p.remote
+					}
+					did := m.step(root)
+					log = append(log, fmt.Sprintf("r%d %s %s", round, side, did))
+					if f := strings.Fields(did); side == "remote" && len(f) > 1 && f[0] != "skip" {
+						for _, q := range f[1:] {
+							made[filepath.ToSlash(q)] = true
+						}
+					}
+				}
+				quiet(t, p, log)
+				m.check(p.local, p.remote, log)
+				seen := map[string]string{}
+				for q := range contents(t, p.local) {
+					k := caps{foldNorm: true}.nameKey(q)
+					if o, ok := seen[k]; ok {
+						t.Fatalf("the local folder holds %q and %q\nsteps:\n%s", o, q, strings.Join(log, "\n"))
+					}
+					seen[k] = q
+				}
+				// Two spellings of a name in the container are both the
+				// user's doing there: the engine never sends one beside
+				// the other (each side keeps its spelling).
+				for q := range contents(t, p.remote) {
+					for _, tw := range normTwins(q) {
+						if _, both := contents(t, p.remote)[tw]; both && tw != q && !made[q] && !made[tw] {
+							t.Fatalf("the container holds %q and %q, neither made there\nsteps:\n%s", q, tw, strings.Join(log, "\n"))
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// quiet waits until the sync is synchronized and neither tree changed for
+// 500 ms (twins clashing on one side keep the trees different).
+func quiet(t *testing.T, p *pair, log []string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	last, since := "", time.Now()
+	for time.Now().Before(deadline) {
+		now := fmt.Sprint(snapshotDir(t, p.local), snapshotDir(t, p.remote))
+		if now != last {
+			last, since = now, time.Now()
+		}
+		if time.Since(since) > 500*time.Millisecond && p.c.Status().Synced {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("not quiet after 20 s\nsteps:\n%s\nstatus %+v", strings.Join(log, "\n"), p.c.Status())
 }
