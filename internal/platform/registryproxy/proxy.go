@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,7 +55,13 @@ type Proxy struct {
 	rp    *httputil.ReverseProxy
 	mu    sync.Mutex
 	cache map[string]cached
+	// flight makes concurrent requests that miss the cache for the same key (a push's layers
+	// go in parallel) ask the API server once.
+	flight singleflight.Group
 }
+
+// reviewTimeout bounds one question to the API server, asked for every request waiting on it.
+const reviewTimeout = 10 * time.Second
 
 type cached struct {
 	user    *authnv1.UserInfo
@@ -222,22 +229,36 @@ func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request, token strin
 		}
 		return c.user, true
 	}
-	tr, err := p.Kube.AuthenticationV1().TokenReviews().Create(r.Context(), &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	v, err, _ := p.flight.Do(key, func() (any, error) {
+		if c, ok := p.get(key); ok {
+			return c, nil
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), reviewTimeout)
+		defer cancel()
+		tr, err := p.Kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		c := cached{err: "the password is not a valid Kubernetes token (revoked, expired or not one): log in to the platform again"}
+		if tr.Status.Authenticated {
+			u := tr.Status.User
+			c = cached{user: &u}
+		}
+		p.put(key, c)
+		return c, nil
+	})
 	if err != nil {
 		p.Log.Error("token review failed", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the access check could not ask the API server; retry")
 		return nil, false
 	}
-	if !tr.Status.Authenticated {
-		msg := "the password is not a valid Kubernetes token (revoked, expired or not one): log in to the platform again"
-		p.put(key, cached{err: msg})
+	c := v.(cached)
+	if c.user == nil {
 		p.Log.Warn("bad credentials", "remote", r.RemoteAddr)
-		challenge(w, msg)
+		challenge(w, c.err)
 		return nil, false
 	}
-	u := tr.Status.User
-	p.put(key, cached{user: &u})
-	return &u, true
+	return c.user, true
 }
 
 func (p *Proxy) authorize(ctx context.Context, u *authnv1.UserInfo, ns, name, verb string) (bool, error) {
@@ -245,20 +266,31 @@ func (p *Proxy) authorize(ctx context.Context, u *authnv1.UserInfo, ns, name, ve
 	if c, ok := p.get(key); ok {
 		return c.allowed, nil
 	}
-	extra := map[string]authzv1.ExtraValue{}
-	for k, v := range u.Extra {
-		extra[k] = authzv1.ExtraValue(v)
-	}
-	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
-		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: Group, Resource: Resource, Name: name},
-	}}
-	res, err := p.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	v, err, _ := p.flight.Do(key, func() (any, error) {
+		if c, ok := p.get(key); ok {
+			return c.allowed, nil
+		}
+		extra := map[string]authzv1.ExtraValue{}
+		for k, v := range u.Extra {
+			extra[k] = authzv1.ExtraValue(v)
+		}
+		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
+			ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: Group, Resource: Resource, Name: name},
+		}}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		res, err := p.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		p.put(key, cached{allowed: res.Status.Allowed})
+		return res.Status.Allowed, nil
+	})
 	if err != nil {
 		return false, err
 	}
-	p.put(key, cached{allowed: res.Status.Allowed})
-	return res.Status.Allowed, nil
+	return v.(bool), nil
 }
 
 func (p *Proxy) get(key string) (cached, bool) {
