@@ -243,6 +243,8 @@ func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request, token strin
 		if tr.Status.Authenticated {
 			u := tr.Status.User
 			c = cached{user: &u}
+		} else {
+			p.Log.Warn("bad credentials", "remote", r.RemoteAddr) // once per review, as before: not for cached refusals
 		}
 		p.put(key, c)
 		return c, nil
@@ -254,7 +256,6 @@ func (p *Proxy) authenticate(w http.ResponseWriter, r *http.Request, token strin
 	}
 	c := v.(cached)
 	if c.user == nil {
-		p.Log.Warn("bad credentials", "remote", r.RemoteAddr)
 		challenge(w, c.err)
 		return nil, false
 	}
