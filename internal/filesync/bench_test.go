@@ -482,6 +482,21 @@ func (ch *children) waitSynced(b *testing.B) {
 }
 
 // statusOf asks the client process for its status.
+// waitFiles waits until the client's first folder holds at least files paths with nothing
+// pending (at most 10 minutes after start).
+func (ch *children) waitFiles(b *testing.B, start time.Time, files int) {
+	for {
+		st := ch.statusOf(b).Folders[0]
+		if st.Files >= files && st.Pending == 0 {
+			return
+		}
+		if time.Since(start) > 10*time.Minute {
+			b.Fatalf("not synced: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (ch *children) statusOf(b *testing.B) Status {
 	req, _ := http.NewRequest("GET", "http://"+ch.status+"/", nil)
 	req.SetBasicAuth("u", "p")
@@ -561,16 +576,7 @@ func BenchmarkAppear100k(b *testing.B) {
 	ccpu0, scpu0 := procCPU(ch.client.Process.Pid), procCPU(ch.agent.Process.Pid)
 	t0 := time.Now()
 	must(b, os.Rename(stage, filepath.Join(local, "new")))
-	for {
-		st := ch.statusOf(b).Folders[0]
-		if st.Files >= n+1 && st.Pending == 0 {
-			break
-		}
-		if time.Since(t0) > 10*time.Minute {
-			b.Fatalf("not synced: %+v", st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	ch.waitFiles(b, t0, n+1)
 	syncT := time.Since(t0)
 	ccpu, scpu := procCPU(ch.client.Process.Pid)-ccpu0, procCPU(ch.agent.Process.Pid)-scpu0
 	tarT2, tarCPU2 := tarRun(filepath.Join(local, "new"), "tar2")
@@ -640,16 +646,7 @@ func BenchmarkAppearRelease(b *testing.B) {
 		ch.waitSynced(b)
 		t0 := time.Now()
 		must(b, os.Rename(stage, filepath.Join(local, "new")))
-		for {
-			st := ch.statusOf(b).Folders[0]
-			if st.Files >= n+1 && st.Pending == 0 {
-				break
-			}
-			if time.Since(t0) > 10*time.Minute {
-				b.Fatalf("not synced: %+v", st)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		ch.waitFiles(b, t0, n+1)
 		time.Sleep(2 * time.Second)
 		cpu0 := procCPU(ch.client.Process.Pid)
 		t1 := time.Now()
