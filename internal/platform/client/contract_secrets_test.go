@@ -9,12 +9,11 @@ import (
 	"testing"
 
 	"golang.org/x/time/rate"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	kfake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/analytics"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/client"
@@ -26,8 +25,8 @@ import (
 func serverWithAnalytics(t *testing.T, allow bool) (admin, alice *client.Client) {
 	t.Helper()
 	kc := kfake.NewClientset()
-	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		store.UserResource: "UserList", store.TokenResource: "AccessTokenList",
+	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
+		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", store.SessionResource: "SessionList",
 	})
 	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
 		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}

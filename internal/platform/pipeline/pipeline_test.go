@@ -14,9 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kfake "k8s.io/client-go/kubernetes/fake"
@@ -24,6 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/devtool/devtool/internal/deploy"
+	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/pki"
 	"github.com/devtool/devtool/internal/platform/runspec"
@@ -45,8 +44,8 @@ type fixture struct {
 func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	t.Helper()
 	kc := kfake.NewClientset()
-	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", RunResource: "PipelineRunList",
+	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
+		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", store.SessionResource: "SessionList", RunResource: "PipelineRunList",
 	})
 	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
 		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}

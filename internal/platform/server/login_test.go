@@ -19,13 +19,12 @@ import (
 
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	kfake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/devtool/devtool/internal/errs"
+	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/client"
 	"github.com/devtool/devtool/internal/platform/store"
@@ -36,8 +35,8 @@ import (
 func newTLSTestServer(t *testing.T) (*httptest.Server, *store.Store, string, []byte) {
 	t.Helper()
 	kc := kfake.NewClientset()
-	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(kruntime.NewScheme(), map[schema.GroupVersionResource]string{
-		store.UserResource: "UserList", store.TokenResource: "AccessTokenList",
+	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
+		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", store.SessionResource: "SessionList",
 	})
 	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
 		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}

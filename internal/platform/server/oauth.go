@@ -99,7 +99,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusBadRequest, "unsupported_grant_type", "grant_type must be authorization_code or urn:ietf:params:oauth:grant-type:device_code")
 		return
 	}
-	u, err := s.o.Store.GetUser(user)
+	u, err := s.o.Store.GetUserNow(r.Context(), user)
 	if err != nil {
 		oauthError(w, http.StatusBadRequest, "invalid_grant", "the account is gone")
 		return

@@ -174,7 +174,7 @@ func (s *Store) Share(ctx context.Context, caller, namespace, target, role strin
 	if have != api.RoleOwner {
 		return forbidden("only an owner of namespace %q may share it", namespace)
 	}
-	if _, err := s.GetUser(target); err != nil {
+	if _, err := s.GetUserNow(ctx, target); err != nil {
 		return err
 	}
 	if role != api.RoleOwner && s.RoleIn(target, namespace) == api.RoleOwner && s.ownerCount(namespace) == 1 {

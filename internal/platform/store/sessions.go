@@ -129,7 +129,7 @@ func (s *Store) SessionUser(ctx context.Context, cookie string) (*User, *Session
 		_ = s.deleteSession(ctx, se)
 		return nil, nil, ErrBadSession
 	}
-	u, err := s.GetUser(se.User)
+	u, err := s.GetUserNow(ctx, se.User)
 	if err != nil {
 		return nil, nil, ErrBadSession
 	}

@@ -10,15 +10,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynfake "k8s.io/client-go/dynamic/fake"
 	kfake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/api"
 )
 
 func fakeStore(t *testing.T, objs ...runtime.Object) (*Store, *time.Time) {
 	t.Helper()
-	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
 		UserResource: "UserList", TokenResource: "AccessTokenList", SessionResource: "SessionList",
 	})
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

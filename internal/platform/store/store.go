@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -224,6 +225,18 @@ func (s *Store) GetUser(name string) (*User, error) {
 		return nil, err
 	}
 	return userFrom(o.(*unstructured.Unstructured)), nil
+}
+
+// GetUserNow is GetUser that asks the API server when the cache has not seen the user: a user made
+// a moment ago (on this replica or another) may sign in or use its first token before the
+// informer's event arrives. A removed user is not let back in by a stale cache: its tokens and
+// sessions are deleted before its User object, and both are read live.
+func (s *Store) GetUserNow(ctx context.Context, name string) (*User, error) {
+	u, err := s.GetUser(name)
+	if errors.Is(err, ErrNotFound) {
+		return s.getUserLive(ctx, name)
+	}
+	return u, err
 }
 
 // Users lists every user, by name.

@@ -136,7 +136,7 @@ func (s *Store) Authenticate(ctx context.Context, bearer string) (*User, *Access
 	if !now.Before(t.Expires) {
 		return nil, nil, ErrBadToken
 	}
-	u, err := s.GetUser(t.Owner)
+	u, err := s.GetUserNow(ctx, t.Owner)
 	if err != nil {
 		return nil, nil, ErrBadToken
 	}

@@ -116,7 +116,7 @@ func (s *Store) provisionUser(ctx context.Context, name string, firstToken bool)
 }
 
 // DeleteUser removes a user: its ServiceAccount first (so its Kubernetes tokens stop working at
-// once), then its API tokens, its RoleBindings in every namespace, its stored secrets, its personal
+// once), then its API tokens and web sessions, its RoleBindings in every namespace, its stored secrets, its personal
 // namespace (with everything running in it; only the namespace the platform made for it, labelled
 // so) and the User object, last, so a removal that failed half-way can be retried. The namespaces
 // it created or was given stay, with their other members; a user made again with the same name
@@ -134,6 +134,9 @@ func (s *Store) DeleteUser(ctx context.Context, name string) error {
 	sel := metav1.ListOptions{LabelSelector: LabelOwner + "=" + name}
 	if err := s.Dyn.Resource(TokenResource).Namespace(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
 		errs = append(errs, fmt.Errorf("deleting its tokens: %w", err))
+	}
+	if err := s.EndSessionsOf(ctx, name); err != nil {
+		errs = append(errs, fmt.Errorf("ending its web sessions: %w", err))
 	}
 	rbs, err := s.Kube.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{LabelSelector: LabelMember + "=" + name})
 	if err != nil {

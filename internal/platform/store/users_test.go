@@ -7,12 +7,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	kfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/api"
 )
 
@@ -21,8 +22,8 @@ import (
 func newFakeStore(t *testing.T) *Store {
 	t.Helper()
 	kc := kfake.NewClientset()
-	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		UserResource: "UserList", TokenResource: "AccessTokenList",
+	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
+		UserResource: "UserList", TokenResource: "AccessTokenList", SessionResource: "SessionList",
 	})
 	st := &Store{Namespace: DefaultNamespace, Limits: DefaultLimits, Kube: kc, Dyn: dc,
 		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
@@ -120,5 +121,53 @@ func TestDeleteUserDeletesItsPersonalNamespace(t *testing.T) {
 	_, _, err = st.CreateUser(ctx, "alice", false, "")
 	if !errors.Is(err, ErrConflict) {
 		t.Errorf("alice again while her namespace is being deleted: %v, want a conflict", err)
+	}
+}
+
+// TestNewUserBeforeTheCacheSeesIt: a user's first token and first web session work before the
+// informer has delivered the user (here it never does: the users watch is frozen), and removing
+// the user revokes both at once, whatever the cache still holds. On a loaded machine the informer
+// lags by more than the time between "create user" and its first request, which made the token
+// endpoint answer invalid_grant for a user it had just made.
+func TestNewUserBeforeTheCacheSeesIt(t *testing.T) {
+	kc := kfake.NewClientset()
+	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
+		UserResource: "UserList", TokenResource: "AccessTokenList", SessionResource: "SessionList",
+	})
+	frozen := watch.NewFake()
+	t.Cleanup(frozen.Stop)
+	dc.PrependWatchReactor("users", func(k8stesting.Action) (bool, watch.Interface, error) { return true, frozen, nil })
+	st := &Store{Namespace: DefaultNamespace, Limits: DefaultLimits, Kube: kc, Dyn: dc,
+		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := st.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, tok, err := st.CreateUser(ctx, "alice", false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetUser("alice"); err == nil {
+		t.Fatal("the cache saw alice: the users watch was meant to be frozen")
+	}
+	if u, _, err := st.Authenticate(ctx, tok); err != nil || u.Name != "alice" {
+		t.Fatalf("alice's first token before the cache saw her: %v, %v", u, err)
+	}
+	_, cookie, err := st.CreateSession(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, _, err := st.SessionUser(ctx, cookie); err != nil || u.Name != "alice" {
+		t.Fatalf("alice's first session before the cache saw her: %v, %v", u, err)
+	}
+	if err := st.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Authenticate(ctx, tok); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("a removed user's token: %v, want ErrBadToken", err)
+	}
+	if _, _, err := st.SessionUser(ctx, cookie); !errors.Is(err, ErrBadSession) {
+		t.Fatalf("a removed user's session: %v, want ErrBadSession", err)
 	}
 }

@@ -18,9 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	kfake "k8s.io/client-go/kubernetes/fake"
 	kptr "k8s.io/utils/ptr"
@@ -28,6 +26,7 @@ import (
 	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/dev"
 	"github.com/devtool/devtool/internal/kube"
+	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/store"
 )
@@ -86,7 +85,7 @@ type fixture struct {
 func newUsers(t *testing.T) *fixture {
 	t.Helper()
 	kc := kfake.NewClientset()
-	dc := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
 		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", store.SessionResource: "SessionList",
 	})
 	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
