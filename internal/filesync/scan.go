@@ -44,6 +44,18 @@ func (t *tree) unknown(p string, err error, seen map[string]struct{}) {
 }
 
 // takeScanErrs returns the unreadable paths reported since the last call.
+// takeRefreshed reports whether a scan since the last call cleared an entry's racy flag (its
+// hash is trusted from now on): the index is worth saving even though nothing changed, or
+// every later start hashes those files again (all the files this side received, whose
+// mtime is the time they were written).
+func (t *tree) takeRefreshed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.refreshed
+	t.refreshed = false
+	return r
+}
+
 func (t *tree) takeScanErrs() []error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -211,6 +223,7 @@ func (t *tree) walk(dir string, clean bool, seen map[string]struct{}, changed *[
 			*changed = append(*changed, item{Path: p, E: e})
 		} else if old.racy != e.racy {
 			t.idx[p] = e
+			t.refreshed = t.refreshed || old.racy
 		}
 		if e.Kind == KindDir {
 			if err := t.walk(p, clean, seen, changed); err != nil {
@@ -286,6 +299,7 @@ func (t *tree) scanPaths(paths []string) (changed []item, rules bool) {
 			changed = append(changed, item{Path: p, E: e})
 		} else if old.racy != e.racy {
 			t.idx[p] = e
+			t.refreshed = t.refreshed || old.racy
 		}
 		if e.Kind == KindDir && old.Kind != KindDir {
 			seen := map[string]struct{}{}

@@ -368,6 +368,9 @@ func (s *server) rescanLocked(i int, paths []string) {
 		s.scanErr(i, errors.Join(t.takeScanErrs()...))
 	}
 	if len(changed) == 0 {
+		if t.takeRefreshed() {
+			s.markDirty(i)
+		}
 		return
 	}
 	if testHookRescanned != nil {
@@ -652,7 +655,7 @@ func (s *server) startFolder(i int) {
 	for p, e := range snap {
 		items = append(items, item{Path: p, E: e})
 	}
-	if len(changed) > 0 {
+	if len(changed) > 0 || t.takeRefreshed() {
 		s.markDirty(i) // an unchanged index is not written again
 	}
 	s.sendEntries(i, true, items)

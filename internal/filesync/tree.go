@@ -51,6 +51,8 @@ type tree struct {
 	// takeScanErrs: what they held is unknown, kept in the index as it was
 	// (never taken for deleted), and reported.
 	scanErrs []error
+	// refreshed: a scan cleared a racy flag since takeRefreshed was last called.
+	refreshed bool
 	// caps is what the filesystem under root keeps (probed once per
 	// session, see probeCaps).
 	caps caps
