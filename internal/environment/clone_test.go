@@ -110,7 +110,11 @@ func TestCloneStalls(t *testing.T) {
 			w.WriteHeader(http.StatusUnauthorized)
 		}))
 		defer srv.Close()
-		// Real git, no askpass or helper from the test's environment.
+		// Real git, which on a loaded machine may take longer than the 400 ms above to start and
+		// ask: a prompt that hung would still end as a stall, after 30 s.
+		cloneStallTimeout = 30 * time.Second
+		defer func() { cloneStallTimeout = 400 * time.Millisecond }()
+		// No askpass or helper from the test's environment.
 		e := []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1"}
 		start := time.Now()
 		err := runClone(context.Background(), e, "clone", "--progress", "--depth", "1", "--", srv.URL+"/r.git", filepath.Join(t.TempDir(), "r"))
