@@ -710,7 +710,7 @@ func (c *Client) read(ctx context.Context, fr *frameReader) error {
 			case opMkdir:
 				st, err = t.mkdir(lp, g.local)
 			case opSymlink:
-				st, err = t.symlink(lp, m.E.Target, g.local)
+				st, err = t.symlink(lp, m.E.Target(), g.local)
 			default:
 				return fmt.Errorf("protocol: unexpected op %d from the agent", m.Code)
 			}

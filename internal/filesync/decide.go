@@ -113,13 +113,13 @@ func carry(s pathState, toRemote bool) decision {
 		}
 		return decision{v: vLocalRm}
 	}
-	if src.Kind == KindSymlink && linkEscapes(s.p, src.Target) {
+	if src.Kind == KindSymlink && linkEscapes(s.p, src.Target()) {
 		// Never made on the other side: a link out of the folder there
 		// would let that side reach what is outside it.
-		return decision{v: vRefuse, why: "symlink to " + src.Target + " leaves the synchronized folder: not created on the other side"}
+		return decision{v: vRefuse, why: "symlink to " + src.Target() + " leaves the synchronized folder: not created on the other side"}
 	}
 	if src.Kind == KindSymlink && dc.noLinks {
-		return decision{v: vRefuse, why: "symlink to " + src.Target + " not created on " + side + ": its filesystem cannot hold symlinks"}
+		return decision{v: vRefuse, why: "symlink to " + src.Target() + " not created on " + side + ": its filesystem cannot hold symlinks"}
 	}
 	if dst.Kind == KindDir && src.Kind != KindDir && s.changedBelow(!toRemote) {
 		// The folder being replaced holds changes of its own: keep it, and

@@ -17,8 +17,8 @@ var (
 	fileC = Entry{Kind: KindFile, Size: 1, Hash: 0xc}
 	execA = Entry{Kind: KindFile, Size: 1, Hash: 0xa, Exec: true}
 	execB = Entry{Kind: KindFile, Size: 1, Hash: 0xb, Exec: true}
-	link  = Entry{Kind: KindSymlink, Target: "x"}
-	linkO = Entry{Kind: KindSymlink, Target: "/etc/passwd"}
+	link  = symlinkEntry("x", 0)
+	linkO = symlinkEntry("/etc/passwd", 0)
 )
 
 var (

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Kind is what a path is.
@@ -37,11 +38,56 @@ type Entry struct {
 	// racy: the mtime was within racyWindow of the moment the hash was
 	// taken, so a later write in the same timestamp tick could leave size and
 	// mtime unchanged; the hash is recomputed rather than trusted.
-	racy   bool
-	Size   int64  // files
-	MTime  int64  // unix nanoseconds, as last seen on this side
-	Hash   uint64 // xxhash64 of the content (files)
-	Target string // symlinks
+	racy  bool
+	Size  int64  // files
+	MTime int64  // unix nanoseconds, as last seen on this side
+	Hash  uint64 // files: xxhash64 of the content; symlinks: the target's ID (see symlinkEntry)
+}
+
+// An Entry is 32 bytes: a symlink's target is not kept in it but in
+// symlinkTargets, by an ID in its Hash field. The engine keeps three indexes
+// of a folder (local, base, remote), each an Entry per path: a string field
+// cost every entry 16 bytes (21 a map slot) for the few that are symlinks —
+// 6 MB of the idle client's memory after 100,000 files.
+
+// symlinkTargets interns the symlink targets this process has seen: each
+// distinct target gets an ID once, for the life of the process (targets are
+// few and short; the table never shrinks).
+var symlinkTargets struct {
+	sync.Mutex
+	id     map[string]uint64
+	target []string // by ID-1
+}
+
+// symlinkEntry is the entry of a symlink to target (not empty) with mtime.
+func symlinkEntry(target string, mtime int64) Entry {
+	st := &symlinkTargets
+	st.Lock()
+	defer st.Unlock()
+	id, ok := st.id[target]
+	if !ok {
+		if st.id == nil {
+			st.id = map[string]uint64{}
+		}
+		st.target = append(st.target, target)
+		id = uint64(len(st.target))
+		st.id[target] = id
+	}
+	return Entry{Kind: KindSymlink, MTime: mtime, Hash: id}
+}
+
+// Target is a symlink's target ("" for other kinds).
+func (e Entry) Target() string {
+	if e.Kind != KindSymlink || e.Hash == 0 {
+		return ""
+	}
+	st := &symlinkTargets
+	st.Lock()
+	defer st.Unlock()
+	if e.Hash > uint64(len(st.target)) {
+		return ""
+	}
+	return st.target[e.Hash-1]
 }
 
 // racyWindow covers the coarse clock file timestamps come from.
@@ -57,7 +103,7 @@ func same(a, b Entry) bool {
 	case KindFile:
 		return a.Hash == b.Hash && a.Size == b.Size && a.Exec == b.Exec
 	case KindSymlink:
-		return a.Target == b.Target
+		return a.Hash == b.Hash // one ID per target
 	}
 	return true
 }
@@ -99,7 +145,7 @@ func (e *encoder) entry(x Entry) {
 		e.varint(x.MTime)
 	case KindSymlink:
 		e.varint(x.MTime)
-		e.str(x.Target)
+		e.str(x.Target())
 	}
 }
 
@@ -219,11 +265,12 @@ func (d *decoder) entry() Entry {
 	case KindDir:
 		x.MTime = d.varint()
 	case KindSymlink:
-		x.MTime = d.varint()
-		x.Target = d.str()
-		if x.Target == "" || len(x.Target) > maxPathLen {
-			d.fail(fmt.Errorf("bad symlink target length %d", len(x.Target)))
+		mtime, target := d.varint(), d.str()
+		if target == "" || len(target) > maxPathLen {
+			d.fail(fmt.Errorf("bad symlink target length %d", len(target)))
+			break
 		}
+		x = symlinkEntry(target, mtime)
 	default:
 		d.fail(fmt.Errorf("unknown entry kind %d", x.Kind))
 	}

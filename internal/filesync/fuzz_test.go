@@ -28,7 +28,7 @@ func TestWireRoundTrip(t *testing.T) {
 	msgs := []any{
 		&helloMsg{Reset: true, Roots: []string{"/a", "/b"}},
 		&rulesMsg{Folder: 1, Excludes: []string{"x/"}, Files: []ruleFile{{Dir: "", Content: "*.o"}}},
-		&entriesMsg{Folder: 0, Full: true, Done: true, Items: []item{{Path: "a", E: Entry{Kind: KindFile, Size: 3, MTime: 5, Hash: 7, Exec: true}}, {Path: "l", E: Entry{Kind: KindSymlink, Target: "a"}}, {Path: "g"}}},
+		&entriesMsg{Folder: 0, Full: true, Done: true, Items: []item{{Path: "a", E: Entry{Kind: KindFile, Size: 3, MTime: 5, Hash: 7, Exec: true}}, {Path: "l", E: symlinkEntry("a", 0)}, {Path: "g"}}},
 		&opMsg{ID: 9, Code: opMove, Path: "a", To: "b", Expect: Entry{Kind: KindDir}},
 		&chunkMsg{ID: 9, Data: big[:chunkSize], Last: true},
 		&resultMsg{ID: 9, OK: true, Code: failNotEmpty, Err: "e", State: Entry{Kind: KindDir}},

@@ -90,7 +90,7 @@ func (t *tree) statEntry(p string, fi fs.FileInfo, old Entry) (e Entry, ok bool,
 		if err != nil {
 			return e, false, err
 		}
-		return Entry{Kind: KindSymlink, Target: target, MTime: fi.ModTime().UnixNano()}, true, nil
+		return symlinkEntry(target, fi.ModTime().UnixNano()), true, nil
 	}
 	return e, false, nil
 }

@@ -531,7 +531,7 @@ func (s *server) handle(ctx context.Context, m any) error {
 		case opMkdir:
 			res.State, err = t.mkdir(m.Path, m.Expect)
 		case opSymlink:
-			res.State, err = t.symlink(m.Path, m.E.Target, m.Expect)
+			res.State, err = t.symlink(m.Path, m.E.Target(), m.Expect)
 		case opRemove:
 			res.State, err = t.remove(m.Path, m.Expect)
 		case opMove:
