@@ -202,9 +202,16 @@ func (l *localChurn) step() {
 		name = "renamedir"
 		d := pick(dirs[1:])
 		ok = os.Rename(l.abs(d), l.abs(path.Join(pick(dirs), fmt.Sprintf("ld%d", l.next())))) == nil
-	case len(dirs) > 1:
-		name = "rmdir"
-		ok = l.trash(pick(dirs[1:]))
+	default:
+		if d, small := rmdirCandidate(l.r, dirs, files); small {
+			name = "rmdir"
+			ok = l.trash(d)
+		} else if len(files) > 0 {
+			name = "delete"
+			ok = l.trash(pick(files))
+		} else {
+			return
+		}
 	}
 	if ok {
 		l.ops[name]++
@@ -321,6 +328,27 @@ func (r *remoteChurn) refresh(ctx context.Context) error {
 	return nil
 }
 
+// rmdirCandidate picks a folder other than the root (dirs[0]) whose subtree holds at most a
+// tenth of the files, trying a few at random. The churn deletes folders, but never a share of
+// the tree that the sync's mass-deletion halt rightly stops (half of a side's files within
+// 10 s; a seed that trashed a folder holding most of the tree failed the run on a correct halt):
+// a halt during the churn now means one fired where it should not.
+func rmdirCandidate(r *rand.Rand, dirs, files []string) (string, bool) {
+	for i := 0; i < 5 && len(dirs) > 1; i++ {
+		d := dirs[1+r.Intn(len(dirs)-1)]
+		n := 0
+		for _, f := range files {
+			if strings.HasPrefix(f, d+"/") {
+				n++
+			}
+		}
+		if n*10 <= len(files) {
+			return d, true
+		}
+	}
+	return "", false
+}
+
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // createCmd writes a new content at p (absolute) exclusively; prints OK when it was linked.
@@ -374,11 +402,16 @@ func (r *remoteChurn) step(ctx context.Context) error {
 		name = "renamedir"
 		d := pick(r.dirs[1:])
 		cmd = fmt.Sprintf("mv %s %s 2>/dev/null && echo OK", shq(d), shq(path.Join(pick(r.dirs), fmt.Sprintf("rd%d", r.next()))))
-	case len(r.dirs) > 1:
-		name = "rmdir"
-		cmd = r.trashCmd(pick(r.dirs[1:])) + " && echo OK"
 	default:
-		return nil
+		if d, small := rmdirCandidate(r.r, r.dirs, r.files); small {
+			name = "rmdir"
+			cmd = r.trashCmd(d) + " && echo OK"
+		} else if len(r.files) > 0 {
+			name = "delete"
+			cmd = r.trashCmd(pick(r.files)) + " && echo OK"
+		} else {
+			return nil
+		}
 	}
 	out, err := r.do(ctx, cmd, 30*time.Second)
 	ok := len(out) > 0 && out[len(out)-1] == "OK"
