@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	kfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -18,13 +19,17 @@ import (
 )
 
 // newFakeStore is a Store on fake Kubernetes clients (no RBAC: the integration test on the local
-// cluster proves isolation).
-func newFakeStore(t *testing.T) *Store {
+// cluster proves isolation); each of prepare may add reactors to the dynamic client before the
+// store starts.
+func newFakeStore(t *testing.T, prepare ...func(*dynfake.FakeDynamicClient)) *Store {
 	t.Helper()
 	kc := kfake.NewClientset()
 	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
 		UserResource: "UserList", TokenResource: "AccessTokenList", SessionResource: "SessionList",
 	})
+	for _, p := range prepare {
+		p(dc)
+	}
 	st := &Store{Namespace: DefaultNamespace, Limits: DefaultLimits, Kube: kc, Dyn: dc,
 		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -130,20 +135,12 @@ func TestDeleteUserDeletesItsPersonalNamespace(t *testing.T) {
 // lags by more than the time between "create user" and its first request, which made the token
 // endpoint answer invalid_grant for a user it had just made.
 func TestNewUserBeforeTheCacheSeesIt(t *testing.T) {
-	kc := kfake.NewClientset()
-	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
-		UserResource: "UserList", TokenResource: "AccessTokenList", SessionResource: "SessionList",
-	})
 	frozen := watch.NewFake()
 	t.Cleanup(frozen.Stop)
-	dc.PrependWatchReactor("users", func(k8stesting.Action) (bool, watch.Interface, error) { return true, frozen, nil })
-	st := &Store{Namespace: DefaultNamespace, Limits: DefaultLimits, Kube: kc, Dyn: dc,
-		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := newFakeStore(t, func(dc *dynfake.FakeDynamicClient) {
+		dc.PrependWatchReactor("users", func(k8stesting.Action) (bool, watch.Interface, error) { return true, frozen, nil })
+	})
+	ctx := context.Background()
 	_, tok, err := st.CreateUser(ctx, "alice", false, "")
 	if err != nil {
 		t.Fatal(err)
