@@ -81,7 +81,7 @@ func (c *Client) compact() {
 			f.held = map[string]struct{}{}
 		}
 		for i := range f.settle {
-			f.settle[i].due(now) // drops the paths seen changing before
+			f.settle[i].due(now, nil) // drops the paths seen changing before
 		}
 		if f.t != nil {
 			f.t.mu.Lock()

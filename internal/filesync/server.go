@@ -337,22 +337,23 @@ func (s *server) sendFailed(j *sendJob, cur Entry, err error) {
 	}
 }
 
-// rescan scans paths (nil: everything) and sends what changed.
-func (s *server) rescan(i int, paths []string) {
+// rescan scans paths (nil: everything) and sends what changed; it returns
+// what changed.
+func (s *server) rescan(i int, paths []string) []item {
 	s.order.Lock()
 	defer s.order.Unlock()
-	s.rescanLocked(i, paths)
+	return s.rescanLocked(i, paths)
 }
 
 // rescanLocked is rescan for callers holding order.
-func (s *server) rescanLocked(i int, paths []string) {
+func (s *server) rescanLocked(i int, paths []string) []item {
 	f := s.folders[i]
 	f.mu.Lock()
 	ready := f.ready
 	w := f.w
 	f.mu.Unlock()
 	if !ready {
-		return
+		return nil
 	}
 	t := s.trees[i]
 	var changed []item
@@ -360,7 +361,7 @@ func (s *server) rescanLocked(i int, paths []string) {
 		var err error
 		changed, err = t.scanAll(false, nil)
 		if errors.Is(err, errStopped) {
-			return // the session is ending
+			return nil // the session is ending
 		}
 		s.scanErr(i, err)
 	} else {
@@ -371,7 +372,7 @@ func (s *server) rescanLocked(i int, paths []string) {
 		if t.takeRefreshed() {
 			s.markDirty(i)
 		}
-		return
+		return nil
 	}
 	if testHookRescanned != nil {
 		testHookRescanned(changed)
@@ -385,6 +386,7 @@ func (s *server) rescanLocked(i int, paths []string) {
 		}
 	}
 	s.sendEntries(i, false, changed)
+	return changed
 }
 
 // scanErr reports to the client what a scan of folder i could not read
@@ -675,13 +677,62 @@ func (s *server) startFolder(i int) {
 	s.fwd.Add(1)
 	go func() {
 		defer s.fwd.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case b := <-w.out:
-				s.rescan(i, b)
+		s.forward(i, w, stop)
+	}()
+}
+
+// forward scans and reports what the watcher of folder i finds changed
+// until stop closes. A file still being written waits to settle
+// (settle.go): it is hashed and reported once, not at every write, so the
+// CLI fetches it once, whole.
+func (s *server) forward(i int, w *watcher, stop <-chan struct{}) {
+	t := s.trees[i]
+	var st settler
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var armed time.Time // when the timer fires (zero: stopped)
+	wakeAt := func(at time.Time) {
+		if at.IsZero() || (!armed.IsZero() && !at.Before(armed)) {
+			return
+		}
+		armed = at
+		timer.Reset(time.Until(at))
+	}
+	for {
+		var paths []string
+		select {
+		case <-stop:
+			return
+		case b := <-w.out:
+			if b == nil { // events were lost: everything is rescanned
+				s.rescan(i, nil)
+				continue
+			}
+			now := time.Now()
+			for _, p := range b {
+				if due := st.hold(p, now); !due.IsZero() {
+					wakeAt(due)
+					continue
+				}
+				paths = append(paths, p)
+			}
+		case <-timer.C:
+			armed = time.Time{}
+			var next time.Time
+			paths, next = st.due(time.Now(), t.changedAt)
+			wakeAt(next)
+		}
+		if len(paths) == 0 {
+			continue
+		}
+		changed := s.rescan(i, paths)
+		now := time.Now()
+		for _, it := range changed {
+			if it.E.Kind == KindFile {
+				st.seen(it.Path, now)
+				wakeAt(now.Add(settleForget)) // the settler forgets it by then
 			}
 		}
-	}()
+	}
 }

@@ -13,7 +13,13 @@ package filesync
 //
 // The client holds back local changes before scanning them (no hashing of a
 // file being written) and the agent's reported changes before reconciling
-// them; each side has its own settler.
+// them; the agent holds back its own changes before scanning and reporting
+// them (server.go). Each has its own settler.
+//
+// Events can arrive late: a loaded machine stalls the watcher, the engine or
+// the stream for longer than the quiet time while the writer goes on. A wait
+// that ends is therefore checked against the file's mtime where the file is
+// at hand (changedAt): a file modified within the quiet time waits on.
 
 import (
 	"time"
@@ -115,8 +121,11 @@ func (s *settler) hold(p string, now time.Time) time.Time {
 }
 
 // due returns the paths whose wait ended by now, and when the settler needs
-// to be asked again (zero: never, until something changes).
-func (s *settler) due(now time.Time) (paths []string, next time.Time) {
+// to be asked again (zero: never, until something changes). changedAt, when
+// set, returns when a path's file was last modified (zero: unknown): a wait
+// whose file changed within its quiet time goes on (still bounded by
+// settleMax), whatever the events said.
+func (s *settler) due(now time.Time, changedAt func(string) time.Time) (paths []string, next time.Time) {
 	s.rotate(now)
 	for p, w := range s.wait {
 		switch {
@@ -127,6 +136,15 @@ func (s *settler) due(now time.Time) (paths []string, next time.Time) {
 			}
 			next = earliest(next, w.ended.Add(settleMax))
 		case !now.Before(w.due):
+			if changedAt != nil {
+				if m := changedAt(p); !m.IsZero() && now.Sub(m) < w.quiet {
+					if d := minTime(m.Add(w.quiet), w.first.Add(settleMax)); now.Before(d) {
+						w.due = d
+						next = earliest(next, d)
+						continue
+					}
+				}
+			}
 			w.ended = now
 			paths = append(paths, p)
 			next = earliest(next, now.Add(settleMax))
@@ -202,11 +220,15 @@ func (c *Client) remoteChanged(f *cfolder, p string, now time.Time) {
 // settleDue takes the changes whose wait ended.
 func (c *Client) settleDue(now time.Time) {
 	for _, f := range c.folders {
-		paths, next := f.settle[0].due(now)
+		var changedAt func(string) time.Time
+		if f.t != nil {
+			changedAt = f.t.changedAt
+		}
+		paths, next := f.settle[0].due(now, changedAt)
 		if len(paths) > 0 && f.t != nil {
 			c.rescanLocal(f, paths)
 		}
-		rpaths, rnext := f.settle[1].due(now)
+		rpaths, rnext := f.settle[1].due(now, nil)
 		for _, p := range rpaths {
 			f.settle[1].seen(p, now)
 			f.markDirty(p)

@@ -25,10 +25,10 @@ func TestSettler(t *testing.T) {
 	if due := s.hold("a", ms(350)); !due.Equal(ms(650)) {
 		t.Fatalf("change while waiting: due %v", due)
 	}
-	if p, next := s.due(ms(600)); len(p) != 0 || !next.Equal(ms(650)) {
+	if p, next := s.due(ms(600), nil); len(p) != 0 || !next.Equal(ms(650)) {
 		t.Fatalf("due early: %v %v", p, next)
 	}
-	if p, _ := s.due(ms(650)); len(p) != 1 || p[0] != "a" {
+	if p, _ := s.due(ms(650), nil); len(p) != 1 || p[0] != "a" {
 		t.Fatalf("not due: %v", p)
 	}
 	s.seen("a", ms(650))
@@ -42,15 +42,42 @@ func TestSettler(t *testing.T) {
 			t.Fatalf("wait beyond settleMax: %v", due)
 		}
 	}
-	if p, _ := s.due(ms(700).Add(settleMax)); len(p) != 1 {
+	if p, _ := s.due(ms(700).Add(settleMax), nil); len(p) != 1 {
 		t.Fatalf("not taken at settleMax: %v", p)
 	}
 	// an unrelated path, changed once, goes at once
 	if due := s.hold("b", ms(20000)); !due.IsZero() {
 		t.Fatal("b waits")
 	}
+	// a wait that ends while the file's mtime says it changed within the
+	// quiet time (its events were late) goes on from that mtime
+	s.seen("c", ms(21000))
+	if due := s.hold("c", ms(21100)); !due.Equal(ms(21400)) {
+		t.Fatalf("c: due %v", due)
+	}
+	mtime := ms(21350)
+	changedAt := func(p string) time.Time {
+		if p != "c" {
+			t.Fatalf("changedAt(%q)", p)
+		}
+		return mtime
+	}
+	if p, next := s.due(ms(21400), changedAt); len(p) != 0 || !next.Equal(ms(21650)) {
+		t.Fatalf("c taken while its file changes: %v %v", p, next)
+	}
+	if p, _ := s.due(ms(21650), changedAt); len(p) != 1 || p[0] != "c" {
+		t.Fatalf("c not taken once its file settled: %v", p)
+	}
+	// a file whose mtime keeps moving (or lies in the future) still goes
+	// at settleMax
+	s.seen("c", ms(30000))
+	s.hold("c", ms(30100))
+	mtime = ms(99999)
+	if p, _ := s.due(ms(30100).Add(settleMax), changedAt); len(p) != 1 {
+		t.Fatalf("c not taken at settleMax: %v", p)
+	}
 	// everything is forgotten after a quiet while
-	if _, next := s.due(ms(60000)); !next.IsZero() || s.wait != nil || s.gen[0] != nil || s.gen[1] != nil {
+	if _, next := s.due(ms(60000), nil); !next.IsZero() || s.wait != nil || s.gen[0] != nil || s.gen[1] != nil {
 		t.Fatalf("kept: next %v wait %v gen %v", next, s.wait, s.gen)
 	}
 }

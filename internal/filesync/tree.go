@@ -197,6 +197,16 @@ func (t *tree) open(p string) (io.ReadCloser, error) {
 	return t.r.Open(p)
 }
 
+// changedAt returns when file p was last modified (zero: not a file, or
+// unreadable); the settlers ask it before sending a file that waited.
+func (t *tree) changedAt(p string) time.Time {
+	fi, err := t.r.Lstat(filepath.FromSlash(p))
+	if err != nil || !fi.Mode().IsRegular() {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
 // openExpected checks that p still is want, as expect does, and opens it
 // when it is a file. A file is checked by what its open descriptor says
 // (size, mtime, exec bit) without hashing it again: the sender hashes what
