@@ -9,33 +9,22 @@ import (
 	"testing"
 
 	"golang.org/x/time/rate"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
-	kfake "k8s.io/client-go/kubernetes/fake"
 
-	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/analytics"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/client"
 	"github.com/devtool/devtool/internal/platform/server"
 	"github.com/devtool/devtool/internal/platform/store"
+	"github.com/devtool/devtool/internal/platform/store/storetest"
 )
 
 // serverWithAnalytics is realServer with an analytics aggregator whose install default is allow.
 func serverWithAnalytics(t *testing.T, allow bool) (admin, alice *client.Client) {
 	t.Helper()
-	kc := kfake.NewClientset()
-	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
-		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", store.SessionResource: "SessionList",
-	})
-	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
-		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
+	st, kc := storetest.New(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	agg := &analytics.Aggregator{Kube: kc, Namespace: store.DefaultNamespace, Default: allow}
 	t.Cleanup(func() { cancel(); agg.Wait() })
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := agg.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

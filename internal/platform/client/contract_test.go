@@ -10,16 +10,12 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
-	kfake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/devtool/devtool/internal/errs"
-	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/client"
 	"github.com/devtool/devtool/internal/platform/server"
-	"github.com/devtool/devtool/internal/platform/store"
+	"github.com/devtool/devtool/internal/platform/store/storetest"
 )
 
 // realServer runs the platform's own HTTP handler (internal/platform/server) over fake Kubernetes
@@ -27,17 +23,9 @@ import (
 // (The fakes enforce no RBAC; the e2e test on the local cluster covers isolation.)
 func realServer(t *testing.T) (url string, ca []byte, adminToken string) {
 	t.Helper()
-	kc := kfake.NewClientset()
-	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
-		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", store.SessionResource: "SessionList",
-	})
-	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
-		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
+	st, _ := storetest.New(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	_, tok, err := st.CreateUser(ctx, "admin", true, "")
 	if err != nil {
 		t.Fatal(err)

@@ -16,17 +16,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	kfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/devtool/devtool/internal/deploy"
-	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/pki"
 	"github.com/devtool/devtool/internal/platform/runspec"
 	"github.com/devtool/devtool/internal/platform/store"
+	"github.com/devtool/devtool/internal/platform/store/storetest"
 )
 
 // fixture is a Manager on fake clients (no RBAC: the cluster tests prove who may do what) with
@@ -43,17 +42,9 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	t.Helper()
-	kc := kfake.NewClientset()
-	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
-		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", store.SessionResource: "SessionList", RunResource: "PipelineRunList",
-	})
-	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
-		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
+	st, kc := storetest.New(t, map[schema.GroupVersionResource]string{RunResource: "PipelineRunList"})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	for _, u := range []string{"alice", "bob"} {
 		if _, _, err := st.CreateUser(ctx, u, false, ""); err != nil {
 			t.Fatal(err)

@@ -16,13 +16,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	kfake "k8s.io/client-go/kubernetes/fake"
 
-	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/pipeline"
 	"github.com/devtool/devtool/internal/platform/store"
+	"github.com/devtool/devtool/internal/platform/store/storetest"
 )
 
 type fixture struct {
@@ -39,17 +38,9 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	kc := kfake.NewClientset()
-	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
-		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", store.SessionResource: "SessionList", pipeline.RunResource: "PipelineRunList", Resource: "PreviewList",
-	})
-	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
-		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
+	st, kc := storetest.New(t, map[schema.GroupVersionResource]string{pipeline.RunResource: "PipelineRunList", Resource: "PreviewList"})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	f := &fixture{st: st, kc: kc, ctx: ctx, now: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), secret: []byte("webhook-secret"),
 		repository: "https://git.example.com/acme/shop.git", pullURL: "https://git.example.com/acme/shop/pull/7"}
 	for _, u := range []string{"admin", "alice", "bob"} {

@@ -14,13 +14,10 @@ import (
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
-	kfake "k8s.io/client-go/kubernetes/fake"
 
-	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/store"
+	"github.com/devtool/devtool/internal/platform/store/storetest"
 )
 
 // newTestServer runs the API on fake Kubernetes clients (a unit test of the HTTP layer: the fakes
@@ -39,17 +36,9 @@ func newTestServerStore(t *testing.T) (*httptest.Server, string, *store.Store) {
 // newTestServerOptions is newTestServerStore with set changing the server's options first.
 func newTestServerOptions(t *testing.T, set func(*Options)) (*httptest.Server, string, *store.Store) {
 	t.Helper()
-	kc := kfake.NewClientset()
-	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
-		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", store.SessionResource: "SessionList",
-	})
-	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
-		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
+	st, _ := storetest.New(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	_, tok, err := st.CreateUser(ctx, "admin", true, "")
 	if err != nil {
 		t.Fatal(err)

@@ -18,17 +18,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	kfake "k8s.io/client-go/kubernetes/fake"
 	kptr "k8s.io/utils/ptr"
 
 	"github.com/devtool/devtool/internal/deploy"
 	"github.com/devtool/devtool/internal/dev"
 	"github.com/devtool/devtool/internal/kube"
-	"github.com/devtool/devtool/internal/kubefake"
 	"github.com/devtool/devtool/internal/platform/api"
 	"github.com/devtool/devtool/internal/platform/store"
+	"github.com/devtool/devtool/internal/platform/store/storetest"
 )
 
 func TestValidReturn(t *testing.T) {
@@ -84,17 +82,9 @@ type fixture struct {
 // password); the caller serves it.
 func newUsers(t *testing.T) *fixture {
 	t.Helper()
-	kc := kfake.NewClientset()
-	dc := kubefake.Dynamic(map[schema.GroupVersionResource]string{
-		store.UserResource: "UserList", store.TokenResource: "AccessTokenList", store.SessionResource: "SessionList",
-	})
-	st := &store.Store{Namespace: store.DefaultNamespace, Limits: store.DefaultLimits, Kube: kc, Dyn: dc,
-		Impersonate: func(string) (kubernetes.Interface, error) { return kc, nil }}
+	st, kc := storetest.New(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := st.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	f := &fixture{t: t, st: st, kc: kc, tokens: map[string]string{}}
 	for _, u := range []struct {
 		name  string
