@@ -28,6 +28,8 @@ type SyncStatus struct {
 		Percent float64 `json:"percent"`
 		Files   int     `json:"files"`
 		Pending int     `json:"pending"`
+		// Waiting names some of the pending paths (at most ten).
+		Waiting []string `json:"waiting"`
 		// Halted says why the folder's sync stopped before deleting anything, and how to go on.
 		Halted    string `json:"halted"`
 		Conflicts []struct {

@@ -172,6 +172,19 @@ func (s *settler) waiting() int {
 	return n
 }
 
+// waitingPaths appends the paths waiting to settle to out, up to n in all.
+func (s *settler) waitingPaths(out []string, n int) []string {
+	for p, w := range s.wait {
+		if len(out) >= n {
+			break
+		}
+		if w.ended.IsZero() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a

@@ -3,8 +3,10 @@ package filesync
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -115,6 +117,35 @@ func growFile(t *testing.T, p string, size int, d time.Duration) ([]byte, int) {
 // A 64 MiB file written over about 2 s is sent about once (bytes counted
 // on the stream), up and down, and arrives whole. A pause of the writer
 // longer than the quiet time (the machine stalled it) allows one more send.
+// The status names pending paths: those that differ and those waiting to
+// settle (not those whose wait ended), at most maxWaiting, sorted.
+func TestWaitingSample(t *testing.T) {
+	now := time.Now()
+	f := &cfolder{diff: map[string]struct{}{"b": {}, "d": {}}}
+	if w := f.waitingSample(); w != nil {
+		t.Fatalf("before the remote index: %v", w)
+	}
+	f.remoteReady = true
+	for _, p := range []string{"c", "e"} { // changed twice: waiting
+		f.settle[1].seen(p, now)
+		f.settle[1].hold(p, now)
+	}
+	f.settle[0].seen("a", now)
+	f.settle[0].hold("a", now)
+	f.settle[0].seen("z", now.Add(-time.Second))
+	f.settle[0].hold("z", now.Add(-time.Second))
+	f.settle[0].due(now, nil) // z's wait ended
+	if got := strings.Join(f.waitingSample(), " "); got != "a b c d e" {
+		t.Fatalf("waiting %q", got)
+	}
+	for i := range 3 * maxWaiting {
+		f.diff[fmt.Sprint("many/", i)] = struct{}{}
+	}
+	if n := len(f.waitingSample()); n != maxWaiting {
+		t.Fatalf("%d waiting named, want %d", n, maxWaiting)
+	}
+}
+
 func TestGrowingFileSentOnceSettled(t *testing.T) {
 	const size = 64 << 20
 	p := newPair(t, ClientOptions{})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sort"
 	"time"
 )
 
@@ -33,6 +34,9 @@ type FolderStatus struct {
 	// them still differ or wait for a transfer.
 	Files   int `json:"files"`
 	Pending int `json:"pending"`
+	// Waiting names some of the pending paths (at most maxWaiting, sorted):
+	// what a sync that does not finish is waiting on.
+	Waiting []string `json:"waiting,omitempty"`
 	// Halted, when not empty, says why this folder's synchronization
 	// stopped before deleting anything (an emptied, replaced or missing
 	// root, or a mass deletion) and how to go on.
@@ -188,6 +192,7 @@ func (c *Client) computeStatus() Status {
 		}
 		fs.Files = len(f.base) + extra
 		fs.Pending = len(f.diff) + f.settling()
+		fs.Waiting = f.waitingSample()
 		if !f.remoteReady {
 			fs.Pending = fs.Files // nothing is known to be in sync before the agent's index
 		}
@@ -272,4 +277,28 @@ func (f *cfolder) addConflict(cf Conflict) {
 	if len(f.conflicts) > maxListed {
 		f.conflicts = f.conflicts[len(f.conflicts)-maxListed:]
 	}
+}
+
+// maxWaiting bounds FolderStatus.Waiting.
+const maxWaiting = 10
+
+// waitingSample names up to maxWaiting of f's pending paths: those that
+// differ or wait for a transfer, then those waiting to settle. Which ones,
+// of more, is arbitrary; they are sorted for reading.
+func (f *cfolder) waitingSample() []string {
+	if !f.remoteReady {
+		return nil
+	}
+	var out []string
+	for p := range f.diff {
+		if len(out) == maxWaiting {
+			break
+		}
+		out = append(out, p)
+	}
+	for i := range f.settle {
+		out = f.settle[i].waitingPaths(out, maxWaiting)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -161,13 +161,18 @@ func TestDevUpUpgradesPreviousAgent(t *testing.T) {
 	if strings.Contains(up.output(), "connection lost") || strings.Contains(up.output(), "reconnected") {
 		t.Errorf("the upgrade's restart was announced as a lost connection:\n%s", up.output())
 	}
-	after, restarts2 := devPod(t, c, ns)
+	after, _ := devPod(t, c, ns)
 	if after.UID != pod.UID {
 		t.Fatalf("the dev container moved to pod %s: the upgrade was not in place", after.Name)
 	}
-	if restarts2 != restarts+1 {
-		t.Errorf("container restarts %d -> %d, want one more (SIGTERM to the previous agent)", restarts, restarts2)
-	}
+	// The kubelet publishes the restart count in the pod's status after the
+	// restarted container already answers (up is ready by then): wait for it.
+	eventually(t, 30*time.Second, "the restart in the pod's status", func() error {
+		if _, restarts2 := devPod(t, c, ns); restarts2 != restarts+1 {
+			return fmt.Errorf("container restarts %d -> %d, want one more (SIGTERM to the previous agent)", restarts, restarts2)
+		}
+		return nil
+	})
 	u.write("web/index.html", "<h1>synced by the new release</h1>\n")
 	eventually(t, time.Minute, "an edit after the upgrade", bodyContains(port, "synced by the new release"))
 	log := agentLog(t, c, ns, after)

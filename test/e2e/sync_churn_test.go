@@ -724,6 +724,13 @@ func TestSyncChurn(t *testing.T) {
 		}
 		if time.Since(quiesceStart) > 90*time.Second {
 			st := sc.Status()
+			// What the client did with the paths it still waits on, for the diagnosis.
+			for _, f := range st.Folders {
+				for _, w := range head(f.Waiting, 3) {
+					t.Logf("waiting on %s: local %q, remote %q; the client's last log lines about it:\n%s",
+						w, lt[w], rt[w], tailLines(clog.String(), w, 80))
+				}
+			}
 			t.Fatalf("the trees did not converge within 90s (err %v): %d differences:\n%s\nstatus %+v",
 				err, len(diff), strings.Join(head(diff, 40), "\n"), st)
 		}
@@ -819,6 +826,17 @@ func grepLines(text, sub string) string {
 		}
 	}
 	return strings.Join(head(out, 60), "\n")
+}
+
+// tailLines is the last n lines of a log that name path p (as a value: path=p, to=p).
+func tailLines(text, p string, n int) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "="+p+" ") || strings.HasSuffix(l, "="+p) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
 }
 
 func mustPod(ctx context.Context, e *syncEnv) string {

@@ -157,7 +157,7 @@ func run(ctx context.Context, opts *Options) error {
 	}
 }
 
-// details lists each conflict and each path that fails, per folder.
+// details lists each conflict, each path that fails and some of those pending, per folder.
 func details(st dev.SyncStatus) []string {
 	var out []string
 	for _, f := range st.Folders {
@@ -176,6 +176,13 @@ func details(st dev.SyncStatus) []string {
 					line += ", next try " + e.NextTry.Local().Format("15:04:05")
 				}
 				line += ")"
+			}
+			out = append(out, line)
+		}
+		for i, p := range f.Waiting {
+			line := fmt.Sprintf("  waiting   %s", filepath.Join(f.Local, p))
+			if i == len(f.Waiting)-1 && f.Pending > len(f.Waiting) {
+				line += fmt.Sprintf(" (and %d more)", f.Pending-len(f.Waiting))
 			}
 			out = append(out, line)
 		}

@@ -88,15 +88,16 @@ func TestStatusFromService(t *testing.T) {
 	}
 }
 
-// The text output lists each conflict and failing path under the summary.
+// The text output lists each conflict, failing path and some pending ones under the summary.
 func TestDetails(t *testing.T) {
 	var st dev.SyncStatus
-	if err := json.Unmarshal([]byte(`{"connected":true,"percent":50,"folders":[{"local":"/w/src","remote":"/app","conflicts":[{"path":"a.txt","copy":"a.conflict.txt"},{"path":"README","reason":"not created on this machine: its filesystem takes it for Readme"}],"errors":[{"path":"b/c","error":"permission denied","failures":3,"next_try":"2026-01-02T03:04:05Z"}]}]}`), &st); err != nil {
+	if err := json.Unmarshal([]byte(`{"connected":true,"percent":50,"folders":[{"local":"/w/src","remote":"/app","conflicts":[{"path":"a.txt","copy":"a.conflict.txt"},{"path":"README","reason":"not created on this machine: its filesystem takes it for Readme"}],"errors":[{"path":"b/c","error":"permission denied","failures":3,"next_try":"2026-01-02T03:04:05Z"}],"pending":12,"waiting":["d/e","f"]}]}`), &st); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(details(st), "\n")
 	for _, want := range []string{"conflict  /w/src/a.txt", "a.conflict.txt", "failing   /w/src/b/c: permission denied (failed 3 times, next try ",
-		"conflict  /w/src/README: not created on this machine: its filesystem takes it for Readme"} {
+		"conflict  /w/src/README: not created on this machine: its filesystem takes it for Readme",
+		"waiting   /w/src/d/e\n", "waiting   /w/src/f (and 10 more)"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("details %q lack %q", got, want)
 		}
