@@ -38,13 +38,16 @@ func retryDelay(n int) time.Duration {
 
 // failedAt reports whether p failed (or was refused) with exactly these
 // local and remote states: then it waits (for a change, or its retry). A
-// state that changed since forgets the failure.
+// state that changed since forgets the failure, and so do states that
+// agree: there is nothing left to wait for. (A folder's removal there that
+// failed as not empty while a move here remade the folder recorded two
+// folders; the path then waited, pending, until something below it changed.)
 func (f *cfolder) failedAt(p string, l, r Entry) bool {
 	fs, ok := f.failed[p]
 	if !ok {
 		return false
 	}
-	if same(fs[0], l) && same(fs[1], r) {
+	if same(fs[0], l) && same(fs[1], r) && !f.agree(l, r) {
 		return true
 	}
 	delete(f.failed, p)

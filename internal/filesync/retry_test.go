@@ -100,3 +100,44 @@ func TestFailedPathRetriedUntilItHeals(t *testing.T) {
 		t.Fatalf("errors left after healing: %+v", st.Errors)
 	}
 }
+
+// A failure recorded with states that agree holds nothing: the path is
+// decided again (and agreed). The engine recorded a folder on both sides when
+// the removal of a folder there failed as not empty after a rename here,
+// mirrored from there, had remade it: the folder stayed pending until
+// something below it changed (TestSyncChurn did not converge).
+func TestFailureWithAgreeingStatesDoesNotHold(t *testing.T) {
+	tr, err := openTree(t.TempDir(), false, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, file := Entry{Kind: KindDir}, Entry{Kind: KindFile, Size: 1, Hash: 7}
+	tr.idx = map[string]Entry{"d": dir, "f": file}
+	f := &cfolder{t: tr, log: testLogger(t),
+		base:   map[string]Entry{"d": dir},
+		remote: map[string]Entry{"d": dir, "f": file},
+		failed: map[string][2]Entry{"d": {dir, dir}, "f": {file, file}, "gone": {{}, {}}, "kept": {{}, file}},
+		diff:   map[string]struct{}{"d": {}, "f": {}, "gone": {}, "kept": {}},
+		dirty:  map[string]struct{}{}, inflight: map[string]uint64{}}
+	f.remote["kept"] = file
+	c := &Client{}
+	for _, p := range []string{"d", "f", "gone", "kept"} {
+		if plan := c.reconcile(f, p, time.Now(), nil); len(plan) != 0 {
+			t.Errorf("%s: plan %+v", p, plan)
+		}
+	}
+	for _, p := range []string{"d", "f", "gone"} {
+		if _, ok := f.diff[p]; ok {
+			t.Errorf("%s still pending", p)
+		}
+		if _, ok := f.failed[p]; ok {
+			t.Errorf("%s still failed", p)
+		}
+	}
+	if _, ok := f.diff["kept"]; !ok {
+		t.Error("a failure whose states differ (a removal refused there) no longer waits")
+	}
+	if f.base["f"] != file {
+		t.Errorf("base of f %+v, want the agreed file", f.base["f"])
+	}
+}
