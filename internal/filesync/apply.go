@@ -52,7 +52,8 @@ func (t *tree) expect(p string, want Entry) (Entry, error) {
 }
 
 // parents makes sure every folder above p is a real folder (never a
-// symlink), creating missing ones. Callers hold mu.
+// symlink), creating missing ones, and that neither they nor p are made
+// beside a twin (twinThere). Callers hold mu.
 func (t *tree) parents(p string) error {
 	for i := 0; i < len(p); i++ {
 		if p[i] != '/' {
@@ -65,6 +66,9 @@ func (t *tree) parents(p string) error {
 		fi, err := t.r.Lstat(d)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+			if err := t.twinThere(d); err != nil {
+				return err
+			}
 			if err := t.r.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 				return err
 			}
@@ -77,6 +81,29 @@ func (t *tree) parents(p string) error {
 		case !fi.IsDir():
 			// it became a file since the decision: a change, reconciled again
 			return fmt.Errorf("%s is a %s on this side, not a folder: %w", d, kindOf(fi), errVanished)
+		}
+	}
+	if _, err := t.r.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		return t.twinThere(p)
+	}
+	return nil
+}
+
+// twinThere, on a side that folds Unicode form, refuses to make p (absent)
+// beside a normalization twin of it the folder holds: that filesystem takes
+// the twin for p. A decision made before the twin appeared (a folder paired
+// under one spelling, its new file decided under the other) is then taken
+// again. Callers hold mu.
+func (t *tree) twinThere(p string) error {
+	if !t.foldNorm {
+		return nil
+	}
+	for _, tw := range normTwins(p) {
+		if tw == p {
+			continue
+		}
+		if _, err := t.r.Lstat(tw); err == nil {
+			return fmt.Errorf("%s: this side holds %s, which it takes for the same name: %w", p, tw, errVanished)
 		}
 	}
 	return nil

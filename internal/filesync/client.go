@@ -397,6 +397,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 		if c.opts.localCaps != nil {
 			f.lcaps = c.opts.localCaps(t.caps)
 		}
+		t.foldNorm = f.lcaps.foldNorm
 		f.dirty, f.inflight, f.failed, f.diff = map[string]struct{}{}, map[string]uint64{}, map[string][2]Entry{}, map[string]struct{}{}
 		f.retry, f.settle = nil, [2]settler{}
 		f.noRename = map[string]struct{}{}

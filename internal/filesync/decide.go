@@ -202,13 +202,20 @@ type spelling struct {
 	key  string
 	name [2]string
 	twin [2]string
+	// create[i], when set, is where side i creates the path (it holds none):
+	// in the folder it holds above it under another spelling than the
+	// key's, on a side that folds Unicode form (cfolder.spell).
+	create [2]string
 }
 
 // ioName is the name side i's operations on the path use: the name it holds,
-// else the key (a creation).
+// else where it creates it.
 func (s spelling) ioName(i int) string {
 	if s.name[i] != "" {
 		return s.name[i]
+	}
+	if s.create[i] != "" {
+		return s.create[i]
 	}
 	return s.key
 }
@@ -243,7 +250,13 @@ func normTwins(p string) []string {
 // fold, each holds one name: they pair under the base's key, else the local
 // name. The other side's other names of the class stay paths of their own
 // (key = their name), clashing with φ on the folding side.
-func twinPair(p string, lc, rc caps, has func(local bool, q string) bool, inBase func(q string) bool) *spelling {
+//
+// placed (nil: none) returns where side i puts p when it holds none of p's
+// class: p, or p in the folder side i holds above it under another
+// spelling (cfolder.placedLocked). A name new on both sides is kept under
+// the name the side that does not fold makes, so that side's later index
+// finds it as the pair's key.
+func twinPair(p string, lc, rc caps, has func(local bool, q string) bool, inBase func(q string) bool, placed func(side int, p string) string) *spelling {
 	if !lc.foldNorm && !rc.foldNorm {
 		return nil
 	}
@@ -324,6 +337,9 @@ func twinPair(p string, lc, rc caps, has func(local bool, q string) bool, inBase
 		key = other[0]
 	default:
 		key = phi
+		if placed != nil {
+			key = placed(ns, phi)
+		}
 	}
 	s := &spelling{key: key}
 	s.name[fs] = phi

@@ -207,8 +207,71 @@ func (f *cfolder) spell(k string) spelling {
 	}
 	f.t.mu.Lock()
 	defer f.t.mu.Unlock()
+	return f.spellLocked(k)
+}
+
+// spellLocked is spell for callers holding f.t.mu. A path a folding side
+// holds none of is created there in the folder it holds above it, under that
+// folder's spelling there (placedLocked): a folder paired with its twin
+// (decomposed here, composed in the container) gets its new files inside it,
+// not in a second folder of the other spelling beside it (which a folding
+// filesystem would not even make: it takes that name for the first).
+func (f *cfolder) spellLocked(k string) spelling {
 	has := f.hasLocked
-	return spellKey(k, twinPair(k, f.lcaps, f.rcaps, has, f.inBase), f.lcaps, f.rcaps, has)
+	s := spellKey(k, twinPair(k, f.lcaps, f.rcaps, has, f.inBase, f.placedLocked), f.lcaps, f.rcaps, has)
+	for side, c := range [2]caps{f.lcaps, f.rcaps} {
+		if c.foldNorm && s.name[side] == "" && s.twin[side] == "" {
+			if q := f.placedLocked(side, k); q != k {
+				s.create[side] = q
+			}
+		}
+	}
+	return s
+}
+
+// placedLocked returns where side puts p, which it holds none of: in the
+// folder it holds above p when that folder is spelled otherwise there (a
+// normalization twin of p's folder), else p. A file or link of the folder's
+// name there that changed since the base is no such folder: it goes aside as
+// a conflict copy and the folder comes under its key. Callers hold f.t.mu.
+func (f *cfolder) placedLocked(side int, p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 || normTwins(p[:i]) == nil {
+		return p // no folder above, or one with a single spelling
+	}
+	dk := p[:i] // the folder's key: its pair's, when paired
+	if pr := twinPair(dk, f.lcaps, f.rcaps, f.hasLocked, f.inBase, f.placedLocked); pr != nil {
+		dk = pr.key
+	}
+	up := f.spellLocked(dk)
+	dir := up.ioName(side)
+	if q := up.name[side]; q != "" {
+		// A folder, or what the other side's folder replaces in place
+		// (unchanged since the base); else it goes aside as a conflict
+		// copy and the folder comes under its key.
+		if e := f.entryLocked(side == 0, q); e.Kind != KindDir && !(e.Kind != KindNone && same(e, f.base[up.key])) {
+			dir = up.key
+		}
+	}
+	if dir == p[:i] {
+		return p
+	}
+	q := dir + p[i:]
+	for _, tw := range normTwins(p) {
+		if tw == q {
+			return q
+		}
+	}
+	return p // a name whose forms mix is not paired: it stays as it is
+}
+
+// entryLocked is what the local (or remote) side holds at q; callers hold
+// f.t.mu.
+func (f *cfolder) entryLocked(local bool, q string) Entry {
+	if local {
+		return f.t.idx[q]
+	}
+	return f.remote[q]
 }
 
 // hasLocked reports whether the local (or remote) side holds q; callers

@@ -56,6 +56,9 @@ type tree struct {
 	// caps is what the filesystem under root keeps (probed once per
 	// session, see probeCaps).
 	caps caps
+	// foldNorm: the side folds Unicode form (caps.foldNorm, or the
+	// client's view of it): parents refuses to make a name beside its twin.
+	foldNorm bool
 	// evenExec: where caps.noExec, a scanned file's exec bit is the one
 	// the index held (what was received) instead of the disk's. The
 	// agent's trees do this for a client that does not take the agent's
@@ -132,6 +135,7 @@ func openTree(root string, create bool, log *slog.Logger) (*tree, error) {
 	}
 	t := &tree{root: root, r: r, log: log, idx: map[string]Entry{}, ign: ignore.New(nil), buf: make([]byte, 64<<10), rootfd: openRootFD(root), now: time.Now}
 	t.caps = probeCaps(r)
+	t.foldNorm = t.caps.foldNorm
 	if t.caps != (caps{}) {
 		log.Info("sync folder capabilities", "exec_bits", !t.caps.noExec, "case_insensitive", t.caps.foldCase,
 			"normalization_insensitive", t.caps.foldNorm, "symlinks", !t.caps.noLinks)

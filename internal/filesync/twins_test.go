@@ -46,7 +46,7 @@ func (w *tworld) caps(i int) caps {
 func (w *tworld) has(local bool, q string) bool { _, ok := w.side[sideIndex(local)][q]; return ok }
 func (w *tworld) inBase(q string) bool          { _, ok := w.base[q]; return ok }
 
-func (w *tworld) pair(p string) *spelling { return twinPair(p, w.lc, w.rc, w.has, w.inBase) }
+func (w *tworld) pair(p string) *spelling { return twinPair(p, w.lc, w.rc, w.has, w.inBase, nil) }
 
 // all is every name either side holds and every base key, sorted.
 func (w *tworld) all() []string {
@@ -599,4 +599,72 @@ func quiet(t *testing.T, p *pair, log []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("not quiet after 20 s\nsteps:\n%s\nstatus %+v", strings.Join(log, "\n"), p.c.Status())
+}
+
+// A folder paired with its twin (decomposed here, composed in the container,
+// the local folder played as one that folds Unicode form) gets new content
+// inside itself on both sides, whichever side makes it a folder and
+// whatever the other side did to it meanwhile: neither side ever holds the
+// two spellings. Before, the file inside a folder the container made of a
+// paired file was created here under the container's spelling, beside the
+// folder (and a file made here inside such a folder went to a second folder
+// in the container); TestPropertyRandomTwins found it once in CI.
+func TestTwinFolderMadeOnEitherSide(t *testing.T) {
+	toDir := func(abs string) {
+		os.MkdirAll(abs, 0o755)
+		os.WriteFile(filepath.Join(abs, "inner"), []byte("in"), 0o644)
+	}
+	toLink := func(abs string) { os.Symlink("target-x", abs) }
+	toFile := func(abs string) { os.WriteFile(abs, []byte("f2"), 0o644) }
+	type change struct {
+		local bool
+		to    func(abs string)
+	}
+	cases := []struct {
+		name  string
+		steps [][]change // each step's changes at once, then the sync goes quiet
+	}{
+		{"container: file to folder", [][]change{{{false, toDir}}}},
+		{"here: file to folder", [][]change{{{true, toDir}}}},
+		{"here: link; container: folder", [][]change{{{true, toLink}}, {{false, toDir}}}},
+		{"here: link; container: file, then folder", [][]change{{{true, toLink}}, {{false, toFile}}, {{false, toDir}}}},
+		{"at once: link here, folder there", [][]change{{{true, toLink}, {false, toDir}}}},
+		{"at once: folder here, link there", [][]change{{{true, toDir}, {false, toLink}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, ClientOptions{})
+			write(t, p.local, "a/"+nfd, "v")
+			write(t, p.remote, "a/"+nfc, "v")
+			p.start(ClientOptions{localCaps: func(c caps) caps { c.foldNorm = true; return c }})
+			defer p.stop()
+			select {
+			case <-p.c.Synced():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("not synced: %+v", p.c.Status())
+			}
+			for i, step := range tc.steps {
+				for _, c := range step {
+					root, name := p.remote, "a/"+nfc
+					if c.local {
+						root, name = p.local, "a/"+nfd
+					}
+					must(t, os.RemoveAll(filepath.Join(root, name)))
+					c.to(filepath.Join(root, name))
+				}
+				quiet(t, p, nil)
+				l, r := contents(t, p.local), contents(t, p.remote)
+				for side, m := range map[string]map[string]string{"here": l, "in the container": r} {
+					_, a := m["a/"+nfc]
+					_, b := m["a/"+nfd]
+					if a && b {
+						t.Fatalf("step %d: both spellings %s: local %q, remote %q", i+1, side, l, r)
+					}
+				}
+				if eq := len(l) == len(r); !eq {
+					t.Errorf("step %d: the sides differ: local %q, remote %q", i+1, l, r)
+				}
+			}
+		})
+	}
 }
