@@ -103,7 +103,7 @@ func (t *tree) twinThere(p string) error {
 			continue
 		}
 		if _, err := t.r.Lstat(tw); err == nil {
-			return fmt.Errorf("%s: this side holds %s, which it takes for the same name: %w", p, tw, errVanished)
+			return fmt.Errorf("%s: this side holds %s, which it takes for the same name: %w", p, tw, errTwin)
 		}
 	}
 	return nil

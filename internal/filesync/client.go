@@ -132,6 +132,8 @@ type cfolder struct {
 	// for a round that creates a path on a side that folds names (nil:
 	// not built yet this round).
 	folds [2]map[string]string
+	// placed memoizes placedLocked per side for a round (reset with folds).
+	placed [2]map[string]string
 	// refused holds what was reported for paths left alone on purpose
 	// (a symlink leaving the folder, a case clash), so each is reported once.
 	refused map[string]string

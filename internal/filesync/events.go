@@ -154,6 +154,12 @@ func (c *Client) handle(ev any) {
 				break
 			}
 			c.failed(f, op, failChanged, err.Error(), f.t.get(op.lpath()), f.remote[op.rpath()])
+			if errors.Is(err, errTwin) {
+				// Nothing at the path changes for it: the twin came by
+				// another path. Decided again in 0.5 s (then backing off),
+				// with the twin in the index by then.
+				c.scheduleRetry(f, op.path, time.Now())
+			}
 		} else if m.err != nil {
 			code := failCode(m.err)
 			if !op.pull {

@@ -55,7 +55,7 @@ func (c *Client) iterate() {
 			f.dirty = map[string]struct{}{}
 			var plan []action
 			now := time.Now()
-			f.folds = [2]map[string]string{}
+			f.folds, f.placed = [2]map[string]string{}, [2]map[string]string{}
 			if !f.lcaps.foldNorm && !f.rcaps.foldNorm {
 				for _, p := range paths {
 					plan = c.reconcile(f, p, now, plan)
@@ -239,6 +239,21 @@ func (f *cfolder) placedLocked(side int, p string) string {
 	if i <= 0 || normTwins(p[:i]) == nil {
 		return p // no folder above, or one with a single spelling
 	}
+	// Once per name and round: each folder above asks the one above it,
+	// twice (its pair, its spelling), which is 2^depth without it.
+	if q, ok := f.placed[side][p]; ok {
+		return q
+	}
+	q := f.place(side, p, i)
+	if f.placed[side] == nil {
+		f.placed[side] = map[string]string{}
+	}
+	f.placed[side][p] = q
+	return q
+}
+
+// place is placedLocked without the memo; i is the index of p's last slash.
+func (f *cfolder) place(side int, p string, i int) string {
 	dk := p[:i] // the folder's key: its pair's, when paired
 	if pr := twinPair(dk, f.lcaps, f.rcaps, f.hasLocked, f.inBase, f.placedLocked); pr != nil {
 		dk = pr.key

@@ -81,6 +81,10 @@ var (
 	// a change like any other: the side that saw it rescans the path's
 	// folders and reconciles again; it is never reported as an error.
 	errVanished = fmt.Errorf("a folder above it vanished: %w", errChanged)
+	// errTwin: on a side that folds Unicode form, the name (or a folder
+	// above it) would be made beside its twin (twinThere): a decision taken
+	// before the twin appeared. It is decided again shortly (a silent retry).
+	errTwin = fmt.Errorf("its twin is there: %w", errVanished)
 )
 
 // asVanished turns a "no such file" or "not a directory" error of an
