@@ -146,6 +146,11 @@ type cfolder struct {
 	retried map[string]bool     // folders tried again at once after failing as not empty (see unblock)
 	heldAt  time.Time
 	release bool
+	// newHeld are files created inside a folder created in the same round,
+	// held until the time given for the removal they may pair with (see
+	// holdCreations).
+	newHeld     map[string]time.Time
+	newReleased map[string]struct{}
 	// rootID is the local root's identity this session (see rootIdentity).
 	rootID  string
 	changed bool
@@ -376,7 +381,7 @@ func (c *Client) session(ctx context.Context, open func() (io.ReadWriteCloser, e
 			f.base, f.local = map[string]Entry{}, map[string]Entry{}
 		}
 		f.halt, f.rmCount = "", [2]int{}
-		f.held, f.release = map[string]struct{}{}, false
+		f.held, f.release, f.newHeld, f.newReleased = map[string]struct{}{}, false, nil, nil
 		t, err := openTree(f.f.Local, false, f.log)
 		if err != nil {
 			if c.checkLocalRoot(f, err) {
@@ -580,6 +585,7 @@ func (c *Client) wakeAt(t time.Time) {
 func (c *Client) wake(now time.Time) {
 	c.wakeNext = time.Time{}
 	c.releaseHeld(now)
+	c.releaseCreations(now)
 	c.retryDue(now)
 	c.settleDue(now)
 }

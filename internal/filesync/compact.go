@@ -38,7 +38,7 @@ func (c *Client) idle() bool {
 		return false
 	}
 	for _, f := range c.folders {
-		if len(f.dirty) > 0 || len(f.inflight) > 0 || len(f.held) > 0 || f.settling() > 0 {
+		if len(f.dirty) > 0 || len(f.inflight) > 0 || len(f.held) > 0 || len(f.newHeld) > 0 || f.settling() > 0 {
 			return false
 		}
 	}

@@ -281,3 +281,95 @@ func (c *Client) checkLocalRoot(f *cfolder, openErr error) bool {
 	}
 	return false
 }
+
+// newFolderHold is how long a file created in a folder created in the same
+// round waits for the removal it may pair with (see holdCreations).
+const newFolderHold = 100 * time.Millisecond
+
+// holdCreations holds, once the first synchronization is done, the
+// creations of files inside a folder that the same plan creates, for
+// newFolderHold. A file moved into a folder made just before is found when
+// the watcher reads the new folder, which can be before it processes the
+// removal from the old place: the creation then reached the engine first,
+// and the file was sent again whole. Held, it is still here when the
+// removal comes (held by holdRemovals), and heldPartners makes the two one
+// move when it is released. A file held once goes in the next round, paired
+// or not; a creation paired already (a move in this plan) is not held.
+func (c *Client) holdCreations(f *cfolder, plan []action, now time.Time) []action {
+	released := f.newReleased // released since the last round: they go now
+	f.newReleased = nil
+	if !f.done || len(plan) < 2 {
+		return plan
+	}
+	var newDirs [2]map[string]bool // folders created here ([0], pushed) and there ([1], pulled)
+	for _, a := range plan {
+		switch {
+		case a.do == actPush && a.l.Kind == KindDir && a.r.Kind == KindNone:
+			if newDirs[0] == nil {
+				newDirs[0] = map[string]bool{}
+			}
+			newDirs[0][a.p] = true
+		case a.do == actPull && a.r.Kind == KindDir && a.l.Kind == KindNone:
+			if newDirs[1] == nil {
+				newDirs[1] = map[string]bool{}
+			}
+			newDirs[1][a.p] = true
+		}
+	}
+	if newDirs[0] == nil && newDirs[1] == nil {
+		return plan
+	}
+	out := plan[:0]
+	held := false
+	for _, a := range plan {
+		side, e := -1, Entry{}
+		switch {
+		case a.do == actPush && a.r.Kind == KindNone:
+			side, e = 0, a.l
+		case a.do == actPull && a.l.Kind == KindNone:
+			side, e = 1, a.r
+		}
+		if side < 0 || e.Kind != KindFile || e.Size == 0 || !newDirs[side][dirOf(a.p)] {
+			out = append(out, a)
+			continue
+		}
+		if _, ok := released[a.p]; ok {
+			out = append(out, a) // held once already
+			continue
+		}
+		if f.newHeld == nil {
+			f.newHeld = map[string]time.Time{}
+		}
+		if _, ok := f.newHeld[a.p]; !ok {
+			f.newHeld[a.p] = now.Add(newFolderHold)
+		}
+		held = true
+	}
+	if held {
+		c.wakeAt(now.Add(newFolderHold))
+	}
+	return out
+}
+
+// releaseCreations reconciles again, not held this time, the creations
+// held by holdCreations whose time came.
+func (c *Client) releaseCreations(now time.Time) {
+	for _, f := range c.folders {
+		var next time.Time
+		for p, at := range f.newHeld {
+			if now.Before(at) {
+				next = earliest(next, at)
+				continue
+			}
+			delete(f.newHeld, p)
+			if f.newReleased == nil {
+				f.newReleased = map[string]struct{}{}
+			}
+			f.newReleased[p] = struct{}{}
+			f.markDirty(p)
+		}
+		if !next.IsZero() {
+			c.wakeAt(next)
+		}
+	}
+}

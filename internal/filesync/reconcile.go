@@ -75,6 +75,7 @@ func (c *Client) iterate() {
 			}
 			plan = c.heldPartners(f, plan, now)
 			plan = pairRenames(f, plan)
+			plan = c.holdCreations(f, plan, now)
 			plan = c.holdRemovals(f, plan, now)
 			if c.checkHalt(f, plan, now) {
 				continue

@@ -93,6 +93,47 @@ func TestRenameSeenInTwoBatches(t *testing.T) {
 	}
 }
 
+// TestRenameSeenCreationFirst: a file moved into a folder made just before whose creation
+// reaches the engine before its removal (the watcher read the new folder before it processed the
+// removal's event) is moved on the other side, not sent again: the creation waits newFolderHold
+// (holdCreations) and pairs with the removal that comes meanwhile. Both directions. The test
+// makes that order certain: a new folder holding a copy, the original removed later.
+func TestRenameSeenCreationFirst(t *testing.T) {
+	p := newPair(t, ClientOptions{})
+	writeRandom(t, filepath.Join(p.remote, "theirs.bin"), 512<<10)
+	writeRandom(t, filepath.Join(p.local, "mine.bin"), 512<<10)
+	p.start(ClientOptions{})
+	defer p.stop()
+	synced(t, p)
+
+	received, sent := p.received.Load(), p.sent.Load()
+	// A folder holding a copy of each file arrives whole (the watcher finds the copy by reading
+	// it, with the folder); the original is removed a watcher batch later.
+	for _, side := range []struct{ root, name, dir string }{{p.remote, "theirs.bin", "sub-r"}, {p.local, "mine.bin", "sub-l"}} {
+		b, err := os.ReadFile(filepath.Join(side.root, side.name))
+		must(t, err)
+		stash := filepath.Join(filepath.Dir(side.root), "stash-"+side.dir)
+		must(t, os.Mkdir(stash, 0o755))
+		must(t, os.WriteFile(filepath.Join(stash, side.name), b, 0o644))
+		must(t, os.Rename(stash, filepath.Join(side.root, side.dir)))
+	}
+	time.Sleep(newFolderHold / 4) // the creations are seen first
+	must(t, os.Remove(filepath.Join(p.remote, "theirs.bin")))
+	must(t, os.Remove(filepath.Join(p.local, "mine.bin")))
+	p.waitEqual(10 * time.Second)
+	if n := p.received.Load() - received; n > 64<<10 {
+		t.Errorf("a remote move seen creation first received %d bytes: the file was fetched again", n)
+	}
+	if n := p.sent.Load() - sent; n > 64<<10 {
+		t.Errorf("a local move seen creation first sent %d bytes: the file was sent again", n)
+	}
+	for _, q := range []string{"theirs.bin", "mine.bin"} {
+		if _, err := os.Lstat(filepath.Join(p.local, q)); !os.IsNotExist(err) {
+			t.Errorf("%s is still here: %v", q, err)
+		}
+	}
+}
+
 // TestPairRenames: which removals and creations become moves.
 func TestPairRenames(t *testing.T) {
 	file := func(h uint64, size int64, exec bool) Entry {
