@@ -303,17 +303,11 @@ func (c *Client) holdCreations(f *cfolder, plan []action, now time.Time) []actio
 	}
 	var newDirs [2]map[string]bool // folders created here ([0], pushed) and there ([1], pulled)
 	for _, a := range plan {
-		switch {
-		case a.do == actPush && a.l.Kind == KindDir && a.r.Kind == KindNone:
-			if newDirs[0] == nil {
-				newDirs[0] = map[string]bool{}
+		if side, e := a.creates(); side >= 0 && e.Kind == KindDir {
+			if newDirs[side] == nil {
+				newDirs[side] = map[string]bool{}
 			}
-			newDirs[0][a.p] = true
-		case a.do == actPull && a.r.Kind == KindDir && a.l.Kind == KindNone:
-			if newDirs[1] == nil {
-				newDirs[1] = map[string]bool{}
-			}
-			newDirs[1][a.p] = true
+			newDirs[side][a.p] = true
 		}
 	}
 	if newDirs[0] == nil && newDirs[1] == nil {
@@ -322,13 +316,7 @@ func (c *Client) holdCreations(f *cfolder, plan []action, now time.Time) []actio
 	out := plan[:0]
 	held := false
 	for _, a := range plan {
-		side, e := -1, Entry{}
-		switch {
-		case a.do == actPush && a.r.Kind == KindNone:
-			side, e = 0, a.l
-		case a.do == actPull && a.l.Kind == KindNone:
-			side, e = 1, a.r
-		}
+		side, e := a.creates()
 		if side < 0 || e.Kind != KindFile || e.Size == 0 || !newDirs[side][dirOf(a.p)] {
 			out = append(out, a)
 			continue

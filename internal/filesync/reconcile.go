@@ -505,6 +505,19 @@ func (c *Client) setBase(f *cfolder, p string, e Entry) {
 
 func hasKey(m map[string]Entry, p string) bool { _, ok := m[p]; return ok }
 
+// creates tells whether a carries a path created on one side to the other,
+// where it is not yet: the side it was created on (0 here: a push, 1 there:
+// a pull; -1 for any other action) and what was created.
+func (a action) creates() (side int, e Entry) {
+	switch {
+	case a.do == actPush && a.r.Kind == KindNone:
+		return 0, a.l
+	case a.do == actPull && a.l.Kind == KindNone:
+		return 1, a.r
+	}
+	return -1, Entry{}
+}
+
 // heldPartners brings removals held by holdRemovals back into a plan that creates a file of the
 // same content on the same side, so that pairRenames makes the two one move: a file moved into
 // a folder made just before can reach the engine as its removal in one watcher batch and its
@@ -520,13 +533,7 @@ func (c *Client) heldPartners(f *cfolder, plan []action, now time.Time) []action
 	}
 	var created [2]map[content]bool // [0]: created here (pushes), [1]: created there (pulls)
 	for _, a := range plan {
-		side, e := -1, Entry{}
-		switch {
-		case a.do == actPush && a.r.Kind == KindNone:
-			side, e = 0, a.l
-		case a.do == actPull && a.l.Kind == KindNone:
-			side, e = 1, a.r
-		}
+		side, e := a.creates()
 		if side < 0 || e.Kind != KindFile || e.Size == 0 {
 			continue
 		}

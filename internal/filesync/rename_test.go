@@ -67,14 +67,7 @@ func TestRenameIsAMove(t *testing.T) {
 // still moved on the other side, not fetched again: the removal, held, pairs with the creation
 // that comes within the hold. Without heldPartners it was fetched whole.
 func TestRenameSeenInTwoBatches(t *testing.T) {
-	p := newPair(t, ClientOptions{})
-	writeRandom(t, filepath.Join(p.remote, "theirs.bin"), 512<<10)
-	writeRandom(t, filepath.Join(p.local, "mine.bin"), 512<<10)
-	p.start(ClientOptions{})
-	defer p.stop()
-	synced(t, p)
-
-	received, sent := p.received.Load(), p.sent.Load()
+	p, received, sent := twoFilesSynced(t)
 	stash := filepath.Join(filepath.Dir(p.remote), "stash.bin")
 	must(t, os.Rename(filepath.Join(p.remote, "theirs.bin"), stash))
 	stashL := filepath.Join(filepath.Dir(p.local), "stashL.bin")
@@ -84,13 +77,7 @@ func TestRenameSeenInTwoBatches(t *testing.T) {
 	must(t, os.Rename(stash, filepath.Join(p.remote, "sub/theirs.bin")))
 	must(t, os.Mkdir(filepath.Join(p.local, "sub"), 0o755))
 	must(t, os.Rename(stashL, filepath.Join(p.local, "sub/mine.bin")))
-	p.waitEqual(10 * time.Second)
-	if n := p.received.Load() - received; n > 64<<10 {
-		t.Errorf("a remote rename seen in two batches received %d bytes: the file was fetched again", n)
-	}
-	if n := p.sent.Load() - sent; n > 64<<10 {
-		t.Errorf("a local rename seen in two batches sent %d bytes: the file was sent again", n)
-	}
+	movedNotSent(t, p, received, sent, "a rename seen in two batches")
 }
 
 // TestRenameSeenCreationFirst: a file moved into a folder made just before whose creation
@@ -99,14 +86,7 @@ func TestRenameSeenInTwoBatches(t *testing.T) {
 // (holdCreations) and pairs with the removal that comes meanwhile. Both directions. The test
 // makes that order certain: a new folder holding a copy, the original removed later.
 func TestRenameSeenCreationFirst(t *testing.T) {
-	p := newPair(t, ClientOptions{})
-	writeRandom(t, filepath.Join(p.remote, "theirs.bin"), 512<<10)
-	writeRandom(t, filepath.Join(p.local, "mine.bin"), 512<<10)
-	p.start(ClientOptions{})
-	defer p.stop()
-	synced(t, p)
-
-	received, sent := p.received.Load(), p.sent.Load()
+	p, received, sent := twoFilesSynced(t)
 	// A folder holding a copy of each file arrives whole (the watcher finds the copy by reading
 	// it, with the folder); the original is removed a watcher batch later.
 	for _, side := range []struct{ root, name, dir string }{{p.remote, "theirs.bin", "sub-r"}, {p.local, "mine.bin", "sub-l"}} {
@@ -120,17 +100,37 @@ func TestRenameSeenCreationFirst(t *testing.T) {
 	time.Sleep(newFolderHold / 4) // the creations are seen first
 	must(t, os.Remove(filepath.Join(p.remote, "theirs.bin")))
 	must(t, os.Remove(filepath.Join(p.local, "mine.bin")))
-	p.waitEqual(10 * time.Second)
-	if n := p.received.Load() - received; n > 64<<10 {
-		t.Errorf("a remote move seen creation first received %d bytes: the file was fetched again", n)
-	}
-	if n := p.sent.Load() - sent; n > 64<<10 {
-		t.Errorf("a local move seen creation first sent %d bytes: the file was sent again", n)
-	}
+	movedNotSent(t, p, received, sent, "a move seen creation first")
 	for _, q := range []string{"theirs.bin", "mine.bin"} {
 		if _, err := os.Lstat(filepath.Join(p.local, q)); !os.IsNotExist(err) {
 			t.Errorf("%s is still here: %v", q, err)
 		}
+	}
+}
+
+// twoFilesSynced is a synchronized pair holding theirs.bin, made on the remote, and mine.bin, made
+// here (512 KiB each), and the bytes received and sent so far; it stops when the test ends.
+func twoFilesSynced(t *testing.T) (p *pair, received, sent int64) {
+	t.Helper()
+	p = newPair(t, ClientOptions{})
+	writeRandom(t, filepath.Join(p.remote, "theirs.bin"), 512<<10)
+	writeRandom(t, filepath.Join(p.local, "mine.bin"), 512<<10)
+	p.start(ClientOptions{})
+	t.Cleanup(p.stop)
+	synced(t, p)
+	return p, p.received.Load(), p.sent.Load()
+}
+
+// movedNotSent waits for p's sides to agree and fails the test if what moved the two files
+// fetched or sent either of them again (more than 64 KiB either way since received and sent).
+func movedNotSent(t *testing.T, p *pair, received, sent int64, what string) {
+	t.Helper()
+	p.waitEqual(10 * time.Second)
+	if n := p.received.Load() - received; n > 64<<10 {
+		t.Errorf("%s: the remote move received %d bytes: the file was fetched again", what, n)
+	}
+	if n := p.sent.Load() - sent; n > 64<<10 {
+		t.Errorf("%s: the local move sent %d bytes: the file was sent again", what, n)
 	}
 }
 
