@@ -210,6 +210,7 @@ func (b *browser) submit(ctx context.Context, fields map[string]string, button s
 		if !networkChanged(err) || try == 5 {
 			break
 		}
+		b.t.Logf("submitting %s: %v; the same submission again", button, err)
 		b.open(ctx, here) // the form again, then the same submission
 	}
 	if err != nil {
