@@ -83,6 +83,9 @@ func (t *tree) parents(p string) error {
 			return fmt.Errorf("%s is a %s on this side, not a folder: %w", d, kindOf(fi), errVanished)
 		}
 	}
+	if !t.foldNorm || normTwins(p) == nil {
+		return nil // no twin to look for (every Linux side): no lstat on the put path
+	}
 	if _, err := t.r.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 		return t.twinThere(p)
 	}
