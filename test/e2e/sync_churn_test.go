@@ -819,24 +819,25 @@ func head(s []string, n int) []string {
 }
 
 func grepLines(text, sub string) string {
-	var out []string
-	for _, l := range strings.Split(text, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
+	out := matchLines(text, func(l string) bool { return strings.Contains(l, sub) })
 	return strings.Join(head(out, 60), "\n")
 }
 
 // tailLines is the last n lines of a log that name path p (as a value: path=p, to=p).
 func tailLines(text, p string, n int) string {
+	out := matchLines(text, func(l string) bool { return strings.Contains(l, "="+p+" ") || strings.HasSuffix(l, "="+p) })
+	return strings.Join(out[max(0, len(out)-n):], "\n")
+}
+
+// matchLines is the lines of text that match.
+func matchLines(text string, match func(string) bool) []string {
 	var out []string
 	for _, l := range strings.Split(text, "\n") {
-		if strings.Contains(l, "="+p+" ") || strings.HasSuffix(l, "="+p) {
+		if match(l) {
 			out = append(out, l)
 		}
 	}
-	return strings.Join(out[max(0, len(out)-n):], "\n")
+	return out
 }
 
 func mustPod(ctx context.Context, e *syncEnv) string {
